@@ -1,0 +1,31 @@
+import os
+
+from django.core.management.base import BaseCommand
+
+from accounts.management.commands._common import get_org
+from accounts.models import Membership
+from accounts.services import member_ensure
+
+
+class Command(BaseCommand):
+    help = (
+        "Add a person to an organisation with a role, creating the user when missing. "
+        "The password may also come from SWITCHYARD_MEMBER_PASSWORD."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--org", required=True)
+        parser.add_argument("--email", required=True)
+        parser.add_argument("--role", required=True, choices=Membership.Role.values)
+        parser.add_argument("--password")
+
+    def handle(self, *args, **options):
+        org = get_org(options["org"])
+        password = options["password"] or os.environ.get("SWITCHYARD_MEMBER_PASSWORD") or None
+        membership, created = member_ensure(
+            organisation=org, email=options["email"], role=options["role"], password=password
+        )
+        who = "Created user" if created else "User"
+        self.stdout.write(
+            f"{who} {membership.user.username} is {membership.role} of {org.slug}"
+        )

@@ -1,0 +1,94 @@
+"""Tenants, the people in them, and the API keys they call the API with."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Organisation(models.Model):
+    class Retention(models.TextChoices):
+        NONE = "none", "Store nothing (zero data retention)"
+        STORE = "store", "Store responses for a limited time"
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=64, unique=True)
+    retention_policy = models.CharField(
+        max_length=16, choices=Retention.choices, default=Retention.NONE
+    )
+    store_ttl_hours = models.PositiveIntegerField(default=24 * 30)
+    usage_retention_days = models.PositiveIntegerField(default=90)
+    default_rpm = models.PositiveIntegerField(null=True, blank=True)
+    default_tpm = models.PositiveIntegerField(null=True, blank=True)
+    default_concurrency = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        ADMIN = "admin", "Admin"
+        DEVELOPER = "developer", "Developer"
+        VIEWER = "viewer", "Viewer"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.DEVELOPER)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "organisation"], name="one_membership_per_org")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.organisation} as {self.role}"
+
+
+class ApiKey(models.Model):
+    """An API key. Only the SHA-256 of the full key is stored; ``prefix`` is
+    the first characters, shown in the console so people can tell keys apart."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="api_keys"
+    )
+    name = models.CharField(max_length=200)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    prefix = models.CharField(max_length=32)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    allowed_models = models.JSONField(default=list, blank=True)
+    rpm = models.PositiveIntegerField(null=True, blank=True)
+    tpm = models.PositiveIntegerField(null=True, blank=True)
+    concurrency = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def status(self) -> str:
+        if self.revoked_at:
+            return "revoked"
+        if self.expires_at and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"

@@ -1,0 +1,25 @@
+"""ASGI entry point: the API on Channels consumers, everything else on Django."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+django_application = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
+
+from responses_api.consumers import ApiConsumer  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": URLRouter(
+            [
+                re_path(r"^(?:api/)?v1/(?!openapi\.json$|docs/?$)", ApiConsumer.as_asgi()),
+                re_path(r"^(?:api/)?v1$", ApiConsumer.as_asgi()),
+                re_path(r"", django_application),
+            ]
+        ),
+    }
+)

@@ -1,0 +1,12 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from responses_api import views
+
+urlpatterns = [
+    path("healthz", views.healthz),
+    path("readyz", views.readyz),
+    path("admin/", admin.site.urls),
+    path("console/", include("console.urls")),
+    path("", views.home),
+]

@@ -1,0 +1,10 @@
+"""The web console (SPEC §7)."""
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    return render(request, "console/dashboard.html", {})

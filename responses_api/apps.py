@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ResponsesApiConfig(AppConfig):
+    name = "responses_api"
+    verbose_name = "Responses API"

@@ -1,0 +1,73 @@
+"""Backend health checks (SPEC §5): ``GET {base_url}/models`` with a timeout.
+
+A backend goes offline after ``FAILURES_TO_OFFLINE`` consecutive failures and
+back online after one success.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from django.utils import timezone
+
+from responses_api import catalog
+from responses_api.models import Backend
+from responses_api.secrets import decrypt
+
+FAILURES_TO_OFFLINE = 2
+TIMEOUT = 5.0
+
+
+@dataclass(slots=True)
+class Probe:
+    ok: bool
+    latency_ms: float | None
+    models: list[str]
+    version: str
+    error: str
+
+
+def probe(base_url: str, api_key: str = "", timeout: float = TIMEOUT) -> Probe:
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    started = time.perf_counter()
+    try:
+        response = httpx.get(base_url.rstrip("/") + "/models", headers=headers, timeout=timeout)
+        latency = (time.perf_counter() - started) * 1000
+        if response.status_code != 200:
+            return Probe(False, latency, [], "", f"HTTP {response.status_code}")
+        data: Any = response.json()
+        models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
+        version = (
+            response.headers.get("x-simulator-version")
+            or response.headers.get("server", "")
+        )
+        return Probe(True, latency, models, version[:200], "")
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        return Probe(False, None, [], "", f"{type(exc).__name__}: {exc}"[:500])
+
+
+def backend_check(*, backend: Backend) -> Probe:
+    result = probe(backend.base_url, decrypt(backend.api_key_encrypted))
+    backend.last_checked_at = timezone.now()
+    if result.ok:
+        backend.health = Backend.Health.ONLINE
+        backend.consecutive_failures = 0
+        backend.latency_ms = result.latency_ms
+        backend.reported_models = result.models
+        if result.version:
+            backend.version = result.version
+        backend.last_error = ""
+    else:
+        backend.consecutive_failures += 1
+        backend.last_error = result.error
+        if backend.consecutive_failures >= FAILURES_TO_OFFLINE:
+            backend.health = Backend.Health.OFFLINE
+    backend.save(
+        update_fields=["last_checked_at", "health", "consecutive_failures", "latency_ms",
+                       "reported_models", "version", "last_error"]
+    )
+    catalog.forget()
+    return result

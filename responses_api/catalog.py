@@ -1,0 +1,139 @@
+"""The models and backends an organisation can use, cached per process.
+
+Read on the hot path for every request, so a process keeps each
+organisation's catalogue for ``SWITCHYARD_CATALOG_CACHE_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+
+from responses_api.secrets import decrypt
+from responses_api.translate.request import ModelLimits
+
+
+@dataclass(frozen=True, slots=True)
+class BackendEntry:
+    id: str
+    name: str
+    base_url: str
+    api_key: str
+    dialect: str
+    enabled: bool
+    health: str
+    max_concurrency: int
+    extra_body: dict[str, Any]
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    backend: BackendEntry
+    upstream_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    id: str
+    public_id: str
+    limits: ModelLimits
+    price_input: Decimal
+    price_cached_input: Decimal
+    price_output: Decimal
+    routes: tuple[Route, ...]
+    created_at: int
+
+    def cost(self, input_tokens: int, cached: int, output: int) -> Decimal:
+        uncached = max(input_tokens - cached, 0)
+        total = (
+            uncached * self.price_input
+            + cached * self.price_cached_input
+            + output * self.price_output
+        )
+        return total / Decimal(1_000_000)
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    by_name: dict[str, ModelEntry]
+    models: tuple[ModelEntry, ...]
+
+
+_cache: dict[int, tuple[float, Catalog]] = {}
+
+
+def forget(organisation_id: int | None = None) -> None:
+    if organisation_id is None:
+        _cache.clear()
+    else:
+        _cache.pop(organisation_id, None)
+
+
+def _backend_entry(backend) -> BackendEntry:
+    return BackendEntry(
+        id=str(backend.id),
+        name=backend.name,
+        base_url=backend.base_url,
+        api_key=decrypt(backend.api_key_encrypted),
+        dialect=backend.dialect,
+        enabled=backend.enabled,
+        health=backend.health,
+        max_concurrency=backend.max_concurrency,
+        extra_body=dict(backend.extra_body or {}),
+        version=backend.version,
+    )
+
+
+def load_catalog(organisation_id: int) -> Catalog:
+    from responses_api.models import ServedModel
+
+    by_name: dict[str, ModelEntry] = {}
+    models = []
+    queryset = ServedModel.objects.filter(organisation_id=organisation_id).prefetch_related(
+        "deployments__backend"
+    )
+    for model in queryset:
+        routes = tuple(
+            Route(_backend_entry(d.backend), d.upstream_name)
+            for d in model.deployments.all()
+            if d.backend.organisation_id in (None, organisation_id)
+        )
+        entry = ModelEntry(
+            id=str(model.id),
+            public_id=model.public_id,
+            limits=ModelLimits(
+                context_window=model.context_window,
+                max_output_tokens=model.max_output_tokens,
+                default_max_output_tokens=model.default_max_output_tokens,
+                temperature=model.temperature,
+                top_p=model.top_p,
+                supports_vision=model.supports_vision,
+            ),
+            price_input=model.price_input,
+            price_cached_input=model.price_cached_input,
+            price_output=model.price_output,
+            routes=routes,
+            created_at=int(model.created_at.timestamp()),
+        )
+        models.append(entry)
+        by_name[model.public_id] = entry
+        for alias in model.aliases or ():
+            by_name.setdefault(alias, entry)
+    return Catalog(by_name=by_name, models=tuple(models))
+
+
+async def get_catalog(organisation_id: int) -> Catalog:
+    from asgiref.sync import sync_to_async
+
+    now = time.monotonic()
+    hit = _cache.get(organisation_id)
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    catalog = await sync_to_async(load_catalog)(organisation_id)
+    _cache[organisation_id] = (now + settings.SWITCHYARD_CATALOG_CACHE_SECONDS, catalog)
+    return catalog

@@ -1,0 +1,66 @@
+"""ASGI consumer for the API (everything under ``/v1/`` and ``/api/v1/``).
+
+``AsyncHttpConsumer`` awaits its handler before it reads the next ASGI
+message, so a disconnect during a long stream would go unseen (channels
+#1249). Here the exchange runs as a task while the consumer keeps listening:
+``http.disconnect`` cancels the task if the response is still being written
+— aborting the upstream request at once — and otherwise lets it finish its
+cleanup (daphne also sends ``http.disconnect`` after a complete response).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+
+from channels.generic.http import AsyncHttpConsumer
+
+from responses_api import endpoints
+from responses_api.relay import Exchange, Responder, new_request_id
+
+_PREFIX = re.compile(r"^/(?:api/)?v1(/.*)?$")
+
+
+class ApiConsumer(AsyncHttpConsumer):
+    # The API needs no channel layer; skipping it saves a round trip per request.
+    channel_layer_alias = "__none__"
+
+    async def __call__(self, scope, receive, send) -> None:
+        self.scope = scope
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            if message["type"] == "http.request":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    break
+        body = b"".join(chunks)
+        match = _PREFIX.match(scope["path"])
+        route = (match.group(1) or "/") if match else scope["path"]
+        exchange = Exchange(request_id=new_request_id(), endpoint=route)
+        responder = Responder(send, exchange)
+        task = asyncio.ensure_future(endpoints.dispatch(scope, route, body, responder, exchange))
+        listener = asyncio.ensure_future(receive())
+        try:
+            while True:
+                done, _ = await asyncio.wait({task, listener}, return_when=asyncio.FIRST_COMPLETED)
+                if task in done:
+                    break
+                message = listener.result()
+                if message["type"] == "http.disconnect":
+                    if not responder.finished:
+                        task.cancel()
+                    break
+                listener = asyncio.ensure_future(receive())
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        finally:
+            if not listener.done():
+                listener.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

@@ -1,0 +1,135 @@
+"""The OpenAI error envelope, and the one place validation errors become it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    502: "server_error",
+    503: "server_error",
+    504: "server_error",
+}
+
+
+class ApiError(Exception):
+    """An error answered to the client as ``{"error": {...}}``."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        type: str | None = None,
+        headers: Sequence[tuple[bytes, bytes]] = (),
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+        self.type = type or ERROR_TYPES.get(status, "invalid_request_error")
+        self.headers = list(headers)
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(self.body())
+
+
+def invalid(message: str, param: str | None = None, code: str = "invalid_request_error") -> ApiError:
+    return ApiError(400, message, param=param, code=code)
+
+
+def _param(loc: Sequence[str | int]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})
+_DISCRIMINATOR_TAGS = frozenset(
+    {"input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal",
+     "input_image", "input_file", "json_schema", "json_object", "function", "custom"}
+)
+
+
+def _is_tag(part: str | int, previous: str | int | None) -> bool:
+    """Pydantic puts union member names and discriminator values into an
+    error's location; they are not part of the client's parameter path."""
+    if not isinstance(part, str):
+        return False
+    if part[:1].isupper() or part in _TYPE_TAGS:
+        return True
+    if part.startswith(("list[", "dict[", "function-", "literal[", "tagged-union[")):
+        return True
+    return isinstance(previous, int) and part in _DISCRIMINATOR_TAGS
+
+
+def _clean_loc(loc: Sequence[str | int]) -> list[str | int]:
+    cleaned: list[str | int] = []
+    previous: str | int | None = None
+    for part in loc:
+        if not _is_tag(part, previous):
+            cleaned.append(part)
+        previous = part
+    return cleaned
+
+
+def from_validation_error(exc: ValidationError, prefix: Sequence[str | int] = ()) -> ApiError:
+    """Turn the first pydantic error into a 400 naming the parameter."""
+    from responses_api.protocol import RefusedParameter
+
+    errors = exc.errors(include_url=False)
+    # Prefer the most specific error: pydantic lists one per union member.
+    first = errors[0]
+    for err in errors:
+        if err["type"] == "extra_forbidden":
+            first = err
+            break
+    ctx_error = (first.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, RefusedParameter):
+        return invalid(ctx_error.message, param=ctx_error.param, code="unsupported_parameter")
+    loc = [*prefix, *_clean_loc(first["loc"])]
+    param = _param(loc) or None
+    if first["type"] == "extra_forbidden":
+        return invalid(f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter")
+    if first["type"] == "missing":
+        return invalid(f"Missing required parameter: '{param}'.", param=param,
+                       code="missing_required_parameter")
+    message = first["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, "):]
+    if first["type"] in {"string_type", "int_type", "bool_type", "dict_type", "list_type",
+                         "float_type", "model_type", "model_attributes_type", "int_from_float",
+                         "literal_error", "union_tag_invalid", "string_too_long",
+                         "string_too_short", "greater_than_equal", "greater_than",
+                         "less_than_equal", "less_than", "too_long", "too_short"}:
+        message = f"Invalid value for '{param}': {message[0].lower()}{message[1:]}."
+    return invalid(message, param=param, code="invalid_value")

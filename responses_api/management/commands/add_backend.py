@@ -1,0 +1,36 @@
+from django.core.management.base import BaseCommand, CommandError
+from django.core.validators import URLValidator
+from django.core.exceptions import ValidationError
+
+from accounts.management.commands._common import get_org
+from responses_api.models import Backend
+from responses_api.services import backend_ensure
+
+
+class Command(BaseCommand):
+    help = "Add (or update) a backend of an organisation."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--org", required=True)
+        parser.add_argument("--name", required=True)
+        parser.add_argument("--url", required=True, help="Base URL, e.g. http://gpu1:8000/v1")
+        parser.add_argument("--api-key")
+        parser.add_argument("--dialect", choices=Backend.Dialect.values)
+        parser.add_argument("--max-concurrency", type=int)
+
+    def handle(self, *args, **options):
+        org = get_org(options["org"])
+        try:
+            URLValidator(schemes=["http", "https"])(options["url"])
+        except ValidationError:
+            raise CommandError(f"--url {options['url']!r} is not an http(s) URL.") from None
+        backend, created = backend_ensure(
+            organisation=org, name=options["name"], base_url=options["url"],
+            api_key=options["api_key"], dialect=options["dialect"],
+            max_concurrency=options["max_concurrency"],
+        )
+        verb = "Created" if created else "Updated"
+        self.stdout.write(
+            f"{verb} backend {backend.name} id={backend.id} url={backend.base_url} "
+            f"dialect={backend.dialect} max_concurrency={backend.max_concurrency} org={org.slug}"
+        )

@@ -1,0 +1,145 @@
+"""Backends, the models they serve, and the usage log."""
+
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+from accounts.models import ApiKey, Organisation
+
+
+class Backend(models.Model):
+    class Dialect(models.TextChoices):
+        OPENAI = "openai", "OpenAI-compatible"
+        VLLM = "vllm", "vLLM"
+        SGLANG = "sglang", "SGLang"
+        LLAMACPP = "llamacpp", "llama.cpp server"
+        OLLAMA = "ollama", "Ollama"
+
+    class Health(models.TextChoices):
+        UNKNOWN = "unknown", "Unknown"
+        ONLINE = "online", "Online"
+        OFFLINE = "offline", "Offline"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Null organisation: a shared backend defined by platform staff.
+    organisation = models.ForeignKey(
+        Organisation, null=True, blank=True, on_delete=models.CASCADE, related_name="backends"
+    )
+    name = models.CharField(max_length=100)
+    base_url = models.URLField(max_length=500)
+    api_key_encrypted = models.TextField(blank=True, default="")
+    dialect = models.CharField(max_length=16, choices=Dialect.choices, default=Dialect.OPENAI)
+    enabled = models.BooleanField(default=True)
+    max_concurrency = models.PositiveIntegerField(default=16)
+    # Extra fields merged into every chat request body (e.g. logit_bias for
+    # a server that needs it); request fields take precedence.
+    extra_body = models.JSONField(default=dict, blank=True)
+    health = models.CharField(max_length=16, choices=Health.choices, default=Health.UNKNOWN)
+    last_checked_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    version = models.CharField(max_length=200, blank=True, default="")
+    reported_models = models.JSONField(default=list, blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["organisation", "name"], name="backend_name_per_org")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ServedModel(models.Model):
+    """A model as clients name it (``model`` in a request)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="models"
+    )
+    public_id = models.CharField(max_length=200)
+    aliases = models.JSONField(default=list, blank=True)
+    context_window = models.PositiveIntegerField(null=True, blank=True)
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    default_max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    temperature = models.FloatField(null=True, blank=True)
+    top_p = models.FloatField(null=True, blank=True)
+    supports_reasoning = models.BooleanField(default=True)
+    supports_vision = models.BooleanField(default=False)
+    price_input = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    price_cached_input = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    price_output = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    backends = models.ManyToManyField(Backend, through="Deployment", related_name="served_models")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["public_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["organisation", "public_id"], name="model_id_per_org")
+        ]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+
+class Deployment(models.Model):
+    """Which backend serves a model, and under which upstream name."""
+
+    model = models.ForeignKey(ServedModel, on_delete=models.CASCADE, related_name="deployments")
+    backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="deployments")
+    upstream_name = models.CharField(max_length=200)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["model", "backend"], name="one_deployment_per_backend")
+        ]
+
+
+class UsageLog(models.Model):
+    """One row per authenticated API request. Never the prompt or the answer."""
+
+    request_id = models.UUIDField(unique=True)
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="usage"
+    )
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
+    key_prefix = models.CharField(max_length=32, blank=True, default="")
+    model = models.CharField(max_length=200, blank=True, default="")
+    backend = models.ForeignKey(Backend, null=True, blank=True, on_delete=models.SET_NULL)
+    backend_name = models.CharField(max_length=100, blank=True, default="")
+    endpoint = models.CharField(max_length=100)
+    method = models.CharField(max_length=8, default="POST")
+    stream = models.BooleanField(default=False)
+    status = models.PositiveSmallIntegerField()
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    note = models.CharField(max_length=200, blank=True, default="")
+    notices = models.JSONField(default=list, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    cached_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    queue_wait_ms = models.FloatField(null=True, blank=True)
+    ttft_ms = models.FloatField(null=True, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    tokens_per_second = models.FloatField(null=True, blank=True)
+    client_ip = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=300, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["organisation", "-created_at"], name="usage_org_time"),
+            models.Index(fields=["organisation", "status", "-created_at"], name="usage_org_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.request_id} {self.status}"

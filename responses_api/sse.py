@@ -1,0 +1,67 @@
+"""Server-sent events: reading the backend's chat stream, writing ours."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+
+class EventWriter:
+    """Numbers and encodes Responses events. The only place that assigns
+    ``sequence_number``; events written together become one buffer, so one
+    network write carries every event that was ready."""
+
+    __slots__ = ("sequence",)
+
+    def __init__(self) -> None:
+        self.sequence = 0
+
+    def encode(self, events: Iterable[dict[str, Any]]) -> bytes:
+        out = []
+        for event in events:
+            event["sequence_number"] = self.sequence
+            self.sequence += 1
+            out.append(b"event: %s\ndata: %s\n\n" % (event["type"].encode(), orjson.dumps(event)))
+        return b"".join(out)
+
+
+class ChunkReader:
+    """Splits a chat-completions SSE byte stream into decoded JSON chunks.
+
+    Bytes arrive cut anywhere (mid-line, mid-UTF-8 character); only complete
+    lines are decoded. ``[DONE]`` sets :attr:`done`.
+    """
+
+    __slots__ = ("buffer", "done")
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.done = False
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        buffer = self.buffer + data if self.buffer else data
+        lines = buffer.split(b"\n")
+        self.buffer = lines.pop()
+        chunks = []
+        for line in lines:
+            if not line.startswith(b"data:"):
+                continue  # comments, event names, blank separators
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                self.done = True
+                continue
+            if not payload:
+                continue
+            try:
+                value = orjson.loads(payload)
+            except orjson.JSONDecodeError as exc:
+                raise UpstreamProtocolError(f"backend sent invalid JSON in its stream: {exc}") from exc
+            if isinstance(value, dict):
+                chunks.append(value)
+        return chunks
+
+
+class UpstreamProtocolError(Exception):
+    """The backend's stream could not be understood."""

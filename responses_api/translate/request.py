@@ -1,0 +1,541 @@
+"""Responses request → Chat Completions request (SPEC §4.3–§4.5).
+
+Sans-I/O: takes a validated :class:`CreateResponse` and what is known about
+the model and backend, returns the chat body plus what the stream translator
+needs to map tool calls back (:class:`ChatPlan`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from responses_api.backends.dialects import REASONING_FIELD, apply_reasoning
+from responses_api.errors import ApiError, from_validation_error, invalid
+from responses_api.protocol import (
+    HOSTED_ITEM_TYPES,
+    HOSTED_TOOL_TYPES,
+    INPUT_ITEM_MODELS,
+    TOOL_MODELS,
+    AllowedToolsChoice,
+    CreateResponse,
+    CustomTool,
+    CustomToolCallItem,
+    CustomToolCallOutputItem,
+    FilePart,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    FunctionChoice,
+    FunctionTool,
+    ImagePart,
+    ItemReference,
+    MessageItem,
+    NamespaceTool,
+    ReasoningItem,
+    RefusalPart,
+    TextPart,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
+    ToolSearchTool,
+)
+
+MAX_INPUT_ITEMS = 10_000
+MAX_FILE_BYTES = 1024 * 1024
+TEXT_FILE_SUFFIXES = (".txt", ".csv")
+_CHAT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLimits:
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    default_max_output_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    supports_vision: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRef:
+    """What a chat function name stands for on the Responses side."""
+
+    kind: str  # "function", "custom" or "tool_search"
+    name: str
+    namespace: str | None = None
+
+
+@dataclass(slots=True)
+class ChatPlan:
+    body: dict[str, Any]
+    tools: dict[str, ToolRef] = field(default_factory=dict)
+    notices: list[dict[str, str]] = field(default_factory=list)
+    max_output_tokens: int | None = None
+    max_tool_calls: int | None = None
+    thinking_budget: int | None = None
+
+    def notice(self, code: str, message: str) -> None:
+        if not any(n["code"] == code for n in self.notices):
+            self.notices.append({"code": code, "message": message})
+
+
+def parse_input_items(raw: list[dict[str, Any]]) -> list[BaseModel | str]:
+    """Validate input items; a hosted-tool item becomes its type name (a str)."""
+    if len(raw) > MAX_INPUT_ITEMS:
+        raise invalid(f"input holds at most {MAX_INPUT_ITEMS} items.", param="input")
+    items: list[BaseModel | str] = []
+    for index, item in enumerate(raw):
+        kind = item.get("type")
+        if kind is None and "role" in item:
+            kind = "message"
+        if not isinstance(kind, str):
+            raise invalid("Each input item needs a 'type'.", param=f"input[{index}].type")
+        if kind in HOSTED_ITEM_TYPES:
+            items.append(kind)
+            continue
+        model = INPUT_ITEM_MODELS.get(kind)
+        if model is None:
+            raise invalid(
+                f"Invalid value: '{kind}'. Input items of type '{kind}' are not supported.",
+                param=f"input[{index}].type",
+                code="invalid_value",
+            )
+        try:
+            items.append(model.model_validate(item))
+        except ValidationError as exc:
+            raise from_validation_error(exc, prefix=("input", index)) from None
+    return items
+
+
+def _chat_name(name: str, namespace: str | None, taken: dict[str, ToolRef]) -> str:
+    candidate = f"{namespace}__{name}" if namespace else name
+    if not _CHAT_NAME.match(candidate) or candidate in taken:
+        digest = hashlib.sha1(candidate.encode()).hexdigest()[:8]
+        safe = re.sub(r"[^A-Za-z0-9_-]", "_", candidate)[:55]
+        candidate = f"{safe}_{digest}"
+    return candidate
+
+
+def _custom_parameters(tool: CustomTool) -> dict[str, Any]:
+    description = "The raw input for this tool, as free-form text."
+    fmt = tool.format or {}
+    if fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
+        description += (
+            f" It must follow this {fmt.get('syntax', 'grammar')} grammar:\n{fmt['definition']}"
+        )
+    return {
+        "type": "object",
+        "properties": {"input": {"type": "string", "description": description}},
+        "required": ["input"],
+        "additionalProperties": False,
+    }
+
+
+class _Tools:
+    """Builds the chat tool list and the reverse name map."""
+
+    def __init__(self, plan: ChatPlan) -> None:
+        self.plan = plan
+        self.chat_tools: list[dict[str, Any]] = []
+        self.by_client_name: dict[tuple[str | None, str], str] = {}
+        self.dropped: list[str] = []
+
+    def add(self, raw: dict[str, Any], index: int | str) -> None:
+        kind = raw.get("type")
+        if kind in HOSTED_TOOL_TYPES or (kind == "tool_search" and raw.get("execution") != "client"):
+            self.dropped.append(str(kind))
+            return
+        model = TOOL_MODELS.get(kind) if isinstance(kind, str) else None
+        if model is None:
+            if isinstance(kind, str):
+                self.dropped.append(kind)
+                return
+            raise invalid("Each tool needs a 'type'.", param=f"tools[{index}].type")
+        try:
+            tool = model.model_validate(raw)
+        except ValidationError as exc:
+            raise from_validation_error(exc, prefix=("tools", index)) from None
+        if isinstance(tool, NamespaceTool):
+            for inner in tool.tools:
+                self._add_one(inner, namespace=tool.name)
+        else:
+            self._add_one(tool, namespace=None)
+
+    def _add_one(self, tool: BaseModel, namespace: str | None) -> None:
+        if isinstance(tool, ToolSearchTool):
+            name, kind = "tool_search", "tool_search"
+            parameters = tool.parameters or {
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "What to look for."}},
+                "required": ["query"],
+            }
+            description = tool.description or "Search for more tools that can be loaded and used."
+        elif isinstance(tool, CustomTool):
+            name, kind = tool.name, "custom"
+            parameters = _custom_parameters(tool)
+            description = tool.description or ""
+        else:
+            assert isinstance(tool, FunctionTool)
+            name, kind = tool.name, "function"
+            parameters = tool.parameters or {"type": "object", "properties": {}}
+            description = tool.description or ""
+        if (namespace, name) in self.by_client_name:
+            return
+        chat_name = _chat_name(name, namespace, self.plan.tools)
+        self.plan.tools[chat_name] = ToolRef(kind=kind, name=name, namespace=namespace)
+        self.by_client_name[(namespace, name)] = chat_name
+        function: dict[str, Any] = {"name": chat_name, "parameters": parameters}
+        if description:
+            function["description"] = description
+        if isinstance(tool, FunctionTool) and tool.strict is not None:
+            function["strict"] = tool.strict
+        self.chat_tools.append({"type": "function", "function": function})
+
+    def chat_name_for(self, name: str, namespace: str | None) -> str:
+        return self.by_client_name.get((namespace, name)) or (
+            f"{namespace}__{name}" if namespace else name
+        )
+
+
+def _decode_file(part: FilePart, param: str) -> str:
+    filename = part.filename or "file.txt"
+    if not filename.lower().endswith(TEXT_FILE_SUFFIXES):
+        raise invalid(
+            f"input_file '{filename}' is not supported: only .txt and .csv files are read.",
+            param=param,
+        )
+    data = part.file_data or ""
+    if data.startswith("data:"):
+        data = data.partition(",")[2]
+    if len(data) > (MAX_FILE_BYTES * 4) // 3 + 8:
+        raise ApiError(413, f"input_file '{filename}' is larger than 1 MB.", param=param,
+                       code="file_too_large")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid(f"input_file '{filename}' is not valid base64.", param=param) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ApiError(413, f"input_file '{filename}' is larger than 1 MB.", param=param,
+                       code="file_too_large")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise invalid(f"input_file '{filename}' is not UTF-8 text.", param=param) from None
+    return f'<file name="{filename}">\n{text}\n</file>'
+
+
+def _text_of(parts: str | list[Any]) -> str:
+    if isinstance(parts, str):
+        return parts
+    out = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            out.append(part.text)
+        elif isinstance(part, RefusalPart):
+            out.append(part.refusal)
+    return "".join(out)
+
+
+def _user_content(
+    content: str | list[Any], param: str, limits: ModelLimits
+) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    has_image = False
+    for index, part in enumerate(content):
+        where = f"{param}[{index}]"
+        if isinstance(part, TextPart):
+            parts.append({"type": "text", "text": part.text})
+        elif isinstance(part, RefusalPart):
+            parts.append({"type": "text", "text": part.refusal})
+        elif isinstance(part, ImagePart):
+            if not limits.supports_vision:
+                raise invalid("This model does not accept images.", param=where,
+                              code="image_not_supported")
+            has_image = True
+            image: dict[str, Any] = {"url": part.image_url}
+            if part.detail in {"low", "high", "auto"}:
+                image["detail"] = part.detail
+            parts.append({"type": "image_url", "image_url": image})
+        elif isinstance(part, FilePart):
+            parts.append({"type": "text", "text": _decode_file(part, where)})
+    if not has_image:
+        # Text-only content as a plain string suits every chat template.
+        return "\n\n".join(p["text"] for p in parts)
+    return parts
+
+
+class _Messages:
+    """Accumulates chat messages, merging assistant turns with their calls."""
+
+    def __init__(self, reasoning_field: str) -> None:
+        self.system: list[str] = []
+        self.messages: list[dict[str, Any]] = []
+        self.pending_reasoning: list[str] = []
+        self.reasoning_field = reasoning_field
+
+    def assistant(self) -> dict[str, Any]:
+        last = self.messages[-1] if self.messages else None
+        if last is None or last["role"] != "assistant" or last.get("_closed"):
+            last = {"role": "assistant", "content": None}
+            self.messages.append(last)
+        if self.pending_reasoning:
+            previous = last.get(self.reasoning_field) or ""
+            last[self.reasoning_field] = previous + "".join(self.pending_reasoning)
+            self.pending_reasoning = []
+        return last
+
+    def add_text(self, role: str, content: Any) -> None:
+        if role == "assistant":
+            message = self.assistant()
+            if message.get("tool_calls"):
+                # Text after a call within one turn starts a new message.
+                message["_closed"] = True
+                message = self.assistant()
+            text = content if isinstance(content, str) else _text_of(content)
+            message["content"] = (message["content"] or "") + text
+            return
+        self.messages.append({"role": role, "content": content})
+
+    def add_call(self, call: dict[str, Any]) -> None:
+        self.assistant().setdefault("tool_calls", []).append(call)
+
+    def add_tool_result(self, call_id: str, output: str) -> None:
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+
+    def result(self) -> list[dict[str, Any]]:
+        out = []
+        if self.system:
+            out.append({"role": "system", "content": "\n\n".join(self.system)})
+        for message in self.messages:
+            message.pop("_closed", None)
+            if message["role"] == "assistant" and message.get("content") is None and not message.get(
+                "tool_calls"
+            ):
+                message["content"] = ""
+            out.append(message)
+        return out
+
+
+def build_chat_request(
+    request: CreateResponse,
+    *,
+    upstream_model: str,
+    dialect: str,
+    limits: ModelLimits = ModelLimits(),
+    extra_body: dict[str, Any] | None = None,
+) -> ChatPlan:
+    plan = ChatPlan(body={})
+    tools = _Tools(plan)
+    for index, raw_tool in enumerate(request.tools or ()):
+        if not isinstance(raw_tool, dict):
+            raise invalid("Each tool must be an object.", param=f"tools[{index}]")
+        tools.add(raw_tool, index)
+
+    messages = _Messages(REASONING_FIELD[dialect])
+    if request.instructions:
+        messages.system.append(request.instructions)
+
+    skipped: list[str] = []
+    if isinstance(request.input, str):
+        messages.add_text("user", request.input)
+    else:
+        items = parse_input_items(request.input)
+        # Tools a client loaded through tool_search become callable.
+        for item in items:
+            if isinstance(item, ToolSearchOutputItem):
+                for loaded in item.tools:
+                    tools.add(loaded, "tool_search_output")
+        for index, item in enumerate(items):
+            _add_item(item, index, messages, tools, limits, skipped)
+
+    if tools.dropped:
+        names = ", ".join(sorted(set(tools.dropped)))
+        plan.notice(
+            "hosted_tools_dropped",
+            f"Hosted tools are not available on this server and were dropped: {names}.",
+        )
+    if skipped:
+        names = ", ".join(sorted(set(skipped)))
+        plan.notice("hosted_items_skipped", f"Input items of hosted tools were skipped: {names}.")
+
+    chat_messages = messages.result()
+    if not chat_messages:
+        raise invalid("input must hold at least one message.", param="input")
+    body: dict[str, Any] = plan.body
+    if extra_body:
+        body.update(extra_body)
+    body["model"] = upstream_model
+    body["messages"] = chat_messages
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+
+    if tools.chat_tools:
+        body["tools"] = tools.chat_tools
+        choice = _tool_choice(request, tools)
+        if choice is not None:
+            body["tool_choice"] = choice
+        if request.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
+    elif isinstance(request.tool_choice, FunctionChoice):
+        raise invalid(
+            f"tool_choice names '{request.tool_choice.name}', which is not among the tools.",
+            param="tool_choice",
+        )
+    plan.max_tool_calls = request.max_tool_calls
+
+    plan.max_output_tokens = _max_tokens(request, limits, plan, chat_messages)
+    if plan.max_output_tokens is not None:
+        body["max_tokens"] = plan.max_output_tokens
+
+    temperature = request.temperature if request.temperature is not None else limits.temperature
+    if temperature is not None:
+        body["temperature"] = temperature
+    top_p = request.top_p if request.top_p is not None else limits.top_p
+    if top_p is not None:
+        body["top_p"] = top_p
+
+    fmt = request.text.format if request.text else None
+    if fmt is not None and fmt.type == "json_object":
+        body["response_format"] = {"type": "json_object"}
+    elif fmt is not None and fmt.type == "json_schema":
+        schema: dict[str, Any] = {"name": fmt.name, "schema": fmt.schema_}
+        if fmt.strict is not None:
+            schema["strict"] = fmt.strict
+        if fmt.description:
+            schema["description"] = fmt.description
+        body["response_format"] = {"type": "json_schema", "json_schema": schema}
+
+    reasoning = request.reasoning
+    effort = reasoning.effort if reasoning else None
+    budget = reasoning.max_tokens if reasoning else None
+    if apply_reasoning(body, dialect, effort=effort, budget=budget):
+        plan.thinking_budget = budget
+    return plan
+
+
+def _tool_choice(request: CreateResponse, tools: _Tools) -> Any:
+    choice = request.tool_choice
+    if choice is None or isinstance(choice, str):
+        return choice
+    if isinstance(choice, FunctionChoice):
+        chat_name = tools.by_client_name.get((None, choice.name))
+        if chat_name is None:
+            # A namespaced tool may be named by its inner name alone.
+            matches = [n for (ns, name), n in tools.by_client_name.items() if name == choice.name]
+            if len(matches) != 1:
+                raise invalid(
+                    f"tool_choice names '{choice.name}', which is not among the tools.",
+                    param="tool_choice",
+                )
+            chat_name = matches[0]
+        return {"type": "function", "function": {"name": chat_name}}
+    if isinstance(choice, AllowedToolsChoice):
+        return choice.mode
+    return None
+
+
+def _max_tokens(
+    request: CreateResponse, limits: ModelLimits, plan: ChatPlan, messages: list[dict[str, Any]]
+) -> int | None:
+    wanted = request.max_output_tokens or limits.default_max_output_tokens
+    cap = limits.max_output_tokens
+    if limits.context_window:
+        # A cheap over-estimate would refuse good requests; chars/4 is the
+        # usual average for BPE vocabularies and errs on the generous side.
+        estimate = len(orjson.dumps(messages)) // 4
+        left = limits.context_window - estimate
+        if left >= 1:
+            cap = min(cap, left) if cap else left
+    if wanted is None:
+        return cap
+    if cap is not None and wanted > cap:
+        if request.max_output_tokens is not None:
+            plan.notice(
+                "max_output_tokens_capped",
+                f"max_output_tokens was lowered from {wanted} to {cap}, "
+                "the most this model can produce for this input.",
+            )
+        return cap
+    return wanted
+
+
+def _add_item(
+    item: BaseModel | str,
+    index: int,
+    messages: _Messages,
+    tools: _Tools,
+    limits: ModelLimits,
+    skipped: list[str],
+) -> None:
+    if isinstance(item, str):
+        skipped.append(item)
+        return
+    if isinstance(item, MessageItem):
+        param = f"input[{index}].content"
+        if item.role in {"system", "developer"}:
+            messages.system.append(_text_of(item.content))
+        elif item.role == "assistant":
+            messages.add_text("assistant", item.content)
+        else:
+            messages.add_text("user", _user_content(item.content, param, limits))
+    elif isinstance(item, FunctionCallItem):
+        messages.add_call(
+            {
+                "id": item.call_id,
+                "type": "function",
+                "function": {
+                    "name": tools.chat_name_for(item.name, item.namespace),
+                    "arguments": item.arguments or "{}",
+                },
+            }
+        )
+    elif isinstance(item, CustomToolCallItem):
+        messages.add_call(
+            {
+                "id": item.call_id,
+                "type": "function",
+                "function": {
+                    "name": tools.chat_name_for(item.name, item.namespace),
+                    "arguments": orjson.dumps({"input": item.input}).decode(),
+                },
+            }
+        )
+    elif isinstance(item, ToolSearchCallItem):
+        arguments = item.arguments if item.arguments is not None else {}
+        messages.add_call(
+            {
+                "id": item.call_id or item.id or f"call_ts_{index}",
+                "type": "function",
+                "function": {
+                    "name": tools.chat_name_for("tool_search", None),
+                    "arguments": arguments
+                    if isinstance(arguments, str)
+                    else orjson.dumps(arguments).decode(),
+                },
+            }
+        )
+    elif isinstance(item, FunctionCallOutputItem | CustomToolCallOutputItem):
+        messages.add_tool_result(item.call_id, _text_of(item.output))
+    elif isinstance(item, ToolSearchOutputItem):
+        summary = [
+            {k: t[k] for k in ("type", "name", "description") if k in t} for t in item.tools
+        ]
+        messages.add_tool_result(item.call_id or "", orjson.dumps(summary).decode())
+    elif isinstance(item, ReasoningItem):
+        parts = item.content or item.summary
+        text = "".join(p.text for p in parts)
+        if text:
+            messages.pending_reasoning.append(text)
+    elif isinstance(item, ItemReference):
+        raise invalid(
+            "item_reference needs a stored response; this organisation stores nothing.",
+            param=f"input[{index}]",
+        )

@@ -1,0 +1,122 @@
+"""The Responses ``response`` object (SPEC §4.6).
+
+Every field of OpenAI's ``Response`` and the Open Responses
+``ResponseResource`` is present with an honest value; settings are echoed as
+they were applied.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from responses_api.protocol import CreateResponse
+
+
+def echo_settings(
+    request: CreateResponse,
+    *,
+    store: bool,
+    temperature: float | None,
+    top_p: float | None,
+    max_output_tokens: int | None,
+) -> dict[str, Any]:
+    """The request's settings as the response repeats them, computed once."""
+    tools = []
+    for tool in request.tools or ():
+        if isinstance(tool, dict) and tool.get("type") == "function":
+            tools.append({"strict": True, **tool} if "strict" not in tool else dict(tool))
+        elif isinstance(tool, dict):
+            tools.append(dict(tool))
+    choice: Any = request.tool_choice
+    if choice is None:
+        choice = "auto"
+    elif not isinstance(choice, str):
+        choice = choice.model_dump(exclude_none=True)
+    text: dict[str, Any] = {"format": {"type": "text"}, "verbosity": "medium"}
+    if request.text is not None:
+        if request.text.format is not None:
+            text["format"] = request.text.format.model_dump(by_alias=True, exclude_none=True)
+        if request.text.verbosity:
+            text["verbosity"] = request.text.verbosity
+    reasoning = {"effort": None, "summary": None}
+    if request.reasoning is not None:
+        reasoning = {"effort": request.reasoning.effort, "summary": request.reasoning.summary}
+    return {
+        "instructions": request.instructions,
+        "tools": tools,
+        "tool_choice": choice,
+        "temperature": 1.0 if temperature is None else temperature,
+        "top_p": 1.0 if top_p is None else top_p,
+        "max_output_tokens": max_output_tokens,
+        "max_tool_calls": request.max_tool_calls,
+        "text": text,
+        "reasoning": reasoning,
+        "parallel_tool_calls": True
+        if request.parallel_tool_calls is None
+        else request.parallel_tool_calls,
+        "metadata": request.metadata or {},
+        "store": store,
+        "background": False,
+        "truncation": "disabled",
+        "top_logprobs": 0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "service_tier": "default",
+        "user": request.user,
+        "safety_identifier": request.safety_identifier,
+        "prompt_cache_key": request.prompt_cache_key,
+        "prompt_cache_retention": None,
+        "previous_response_id": request.previous_response_id,
+    }
+
+
+def message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "message",
+        "role": "assistant",
+        "status": status,
+        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+    }
+
+
+def usage_dict(usage: Any) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def envelope(
+    *,
+    response_id: str,
+    created_at: int,
+    model: str,
+    echo: dict[str, Any],
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None,
+    incomplete_reason: str | None = None,
+    error: dict[str, Any] | None = None,
+    completed_at: int | None = None,
+    extras: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "created_at": created_at,
+        "completed_at": completed_at,
+        "status": status,
+        "error": error,
+        "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
+        "model": model,
+        "output": output,
+        "usage": usage,
+        **echo,
+    }
+    if extras is not None:
+        body["switchyard"] = extras
+    return body

@@ -1,0 +1,404 @@
+"""Chat Completions chunks → Responses stream events (SPEC §4.6).
+
+A small state machine: :meth:`StreamTranslator.feed` takes one decoded chat
+chunk and returns the Responses events it implies; :meth:`finish` closes the
+open items and returns the terminal event. Events are plain dicts without
+``sequence_number`` (``sse.EventWriter`` numbers them, in one place). The
+same machine serves non-streaming requests: its final response is the body.
+
+No Django, no httpx, no I/O.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from responses_api.translate.request import ToolRef
+from responses_api.translate.response import envelope, message_item, usage_dict
+
+Event = dict[str, Any]
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(16)}"
+
+
+@dataclass(slots=True)
+class _Item:
+    kind: str  # message, reasoning, function_call, custom_tool_call, tool_search_call
+    output_index: int
+    item_id: str
+    text: list[str] = field(default_factory=list)
+    # tool calls
+    call_id: str = ""
+    ref: ToolRef | None = None
+    chat_name: str = ""
+    closed: bool = False
+    done_item: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    reported: bool = False
+
+
+class StreamTranslator:
+    def __init__(
+        self,
+        *,
+        response_id: str,
+        model: str,
+        echo: dict[str, Any],
+        tools: dict[str, ToolRef] | None = None,
+        max_tool_calls: int | None = None,
+        created_at: float | None = None,
+    ) -> None:
+        self.response_id = response_id
+        self.model = model
+        self.echo = echo
+        self.tools = tools or {}
+        self.max_tool_calls = max_tool_calls
+        self.created_at = int(created_at if created_at is not None else time.time())
+        self.items: list[_Item] = []
+        self.open_text: _Item | None = None  # the message or reasoning item being written
+        self.calls: dict[int, _Item] = {}  # chat tool-call index → item
+        self.dropped_calls: set[int] = set()
+        self.usage = Usage()
+        self.finish_reason: str | None = None
+        self.deltas = 0  # content/reasoning/argument deltas seen: a token estimate
+        self.reasoning_deltas = 0
+        self.first_token_at: float | None = None
+        self.upstream_model: str | None = None
+
+    # --- lifecycle -----------------------------------------------------------
+
+    def start(self, extras: dict[str, Any] | None = None) -> list[Event]:
+        response = self.response("in_progress", extras=extras, with_usage=False)
+        return [
+            {"type": "response.created", "response": response},
+            {"type": "response.in_progress", "response": response},
+        ]
+
+    def keepalive(self, extras: dict[str, Any] | None = None) -> Event:
+        return {
+            "type": "response.in_progress",
+            "response": self.response("in_progress", extras=extras, with_usage=False),
+        }
+
+    @property
+    def started_output(self) -> bool:
+        return bool(self.items)
+
+    # --- chunks --------------------------------------------------------------
+
+    def feed(self, chunk: dict[str, Any]) -> list[Event]:
+        events: list[Event] = []
+        usage = chunk.get("usage")
+        if usage:
+            self._take_usage(usage)
+        if self.upstream_model is None:
+            self.upstream_model = chunk.get("model")
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or choice.get("message") or {}
+            # Servers name reasoning differently: vLLM (< 0.10), SGLang and
+            # llama.cpp send `reasoning_content`; vLLM ≥ 0.10 and Ollama `reasoning`.
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning:
+                self._text_delta("reasoning", reasoning, events)
+            content = delta.get("content")
+            if content:
+                self._text_delta("message", content, events)
+            refusal = delta.get("refusal")
+            if refusal:
+                self._text_delta("message", refusal, events)
+            for call in delta.get("tool_calls") or ():
+                self._tool_delta(call, events)
+            reason = choice.get("finish_reason")
+            if reason:
+                self.finish_reason = reason
+        return events
+
+    def _mark_token(self) -> None:
+        self.deltas += 1
+        if self.first_token_at is None:
+            self.first_token_at = time.perf_counter()
+
+    def _text_delta(self, kind: str, text: str, events: list[Event]) -> None:
+        self._mark_token()
+        item = self.open_text
+        if item is None or item.kind != kind:
+            if item is not None:
+                events.extend(self._close(item))
+            item = self._open(kind, events)
+            self.open_text = item
+        if kind == "reasoning":
+            self.reasoning_deltas += 1
+        item.text.append(text)
+        events.append(
+            {
+                "type": "response.output_text.delta"
+                if kind == "message"
+                else "response.reasoning_text.delta",
+                "item_id": item.item_id,
+                "output_index": item.output_index,
+                "content_index": 0,
+                "delta": text,
+                **({"logprobs": []} if kind == "message" else {}),
+            }
+        )
+
+    def _open(self, kind: str, events: list[Event]) -> _Item:
+        index = len(self.items)
+        if kind == "message":
+            item = _Item(kind, index, new_id("msg"))
+            added = {"id": item.item_id, "type": "message", "role": "assistant",
+                     "status": "in_progress", "content": []}
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        else:
+            item = _Item(kind, index, new_id("rs"))
+            added = {"id": item.item_id, "type": "reasoning", "summary": [], "content": [],
+                     "status": "in_progress"}
+            part = {"type": "reasoning_text", "text": ""}
+        self.items.append(item)
+        events.append({"type": "response.output_item.added", "output_index": index, "item": added})
+        events.append(
+            {
+                "type": "response.content_part.added",
+                "item_id": item.item_id,
+                "output_index": index,
+                "content_index": 0,
+                "part": part,
+            }
+        )
+        return item
+
+    def _tool_delta(self, call: dict[str, Any], events: list[Event]) -> None:
+        index = call.get("index", 0)
+        if index in self.dropped_calls:
+            return
+        item = self.calls.get(index)
+        function = call.get("function") or {}
+        if item is None:
+            if self.max_tool_calls is not None and len(self.calls) >= self.max_tool_calls:
+                self.dropped_calls.add(index)
+                return
+            if self.open_text is not None:
+                events.extend(self._close(self.open_text))
+                self.open_text = None
+            item = self._open_call(call.get("id"), function.get("name") or "", events)
+            self.calls[index] = item
+        arguments = function.get("arguments")
+        if arguments:
+            self._mark_token()
+            item.text.append(arguments)
+            if item.kind == "function_call":
+                events.append(
+                    {
+                        "type": "response.function_call_arguments.delta",
+                        "item_id": item.item_id,
+                        "output_index": item.output_index,
+                        "delta": arguments,
+                    }
+                )
+
+    def _open_call(self, call_id: str | None, chat_name: str, events: list[Event]) -> _Item:
+        ref = self.tools.get(chat_name) or ToolRef(kind="function", name=chat_name)
+        kind = {"custom": "custom_tool_call", "tool_search": "tool_search_call"}.get(
+            ref.kind, "function_call"
+        )
+        prefix = {"custom_tool_call": "ctc", "tool_search_call": "tsc"}.get(kind, "fc")
+        item = _Item(kind, len(self.items), new_id(prefix), call_id=call_id or new_id("call"),
+                     ref=ref, chat_name=chat_name)
+        self.items.append(item)
+        events.append(
+            {
+                "type": "response.output_item.added",
+                "output_index": item.output_index,
+                "item": self._call_item(item, "in_progress", added=True),
+            }
+        )
+        return item
+
+    def _call_item(self, item: _Item, status: str, added: bool = False) -> dict[str, Any]:
+        ref = item.ref
+        assert ref is not None
+        arguments = "" if added else "".join(item.text)
+        if item.kind == "custom_tool_call":
+            out: dict[str, Any] = {
+                "id": item.item_id, "type": "custom_tool_call", "status": status,
+                "call_id": item.call_id, "name": ref.name,
+                "input": "" if added else _custom_input(arguments),
+            }
+        elif item.kind == "tool_search_call":
+            out = {
+                "id": item.item_id, "type": "tool_search_call", "status": status,
+                "call_id": item.call_id, "execution": "client",
+                "arguments": {} if added else _json_or_raw(arguments),
+            }
+        else:
+            out = {
+                "id": item.item_id, "type": "function_call", "status": status,
+                "call_id": item.call_id, "name": ref.name, "arguments": arguments,
+            }
+        if ref.namespace and item.kind != "tool_search_call":
+            out["namespace"] = ref.namespace
+        return out
+
+    # --- closing -------------------------------------------------------------
+
+    def _close(self, item: _Item) -> list[Event]:
+        item.closed = True
+        text = "".join(item.text)
+        base = {"item_id": item.item_id, "output_index": item.output_index}
+        if item.kind == "message":
+            done = message_item(item.item_id, text, "completed")
+            item.done_item = done
+            part = done["content"][0]
+            return [
+                {"type": "response.output_text.done", **base, "content_index": 0, "text": text,
+                 "logprobs": []},
+                {"type": "response.content_part.done", **base, "content_index": 0, "part": part},
+                {"type": "response.output_item.done", "output_index": item.output_index,
+                 "item": done},
+            ]
+        if item.kind == "reasoning":
+            part = {"type": "reasoning_text", "text": text}
+            done = {"id": item.item_id, "type": "reasoning", "summary": [], "content": [part],
+                    "status": "completed"}
+            item.done_item = done
+            return [
+                {"type": "response.reasoning_text.done", **base, "content_index": 0, "text": text},
+                {"type": "response.content_part.done", **base, "content_index": 0, "part": part},
+                {"type": "response.output_item.done", "output_index": item.output_index,
+                 "item": done},
+            ]
+        done = self._call_item(item, "completed")
+        item.done_item = done
+        events: list[Event] = []
+        if item.kind == "function_call":
+            events.append({"type": "response.function_call_arguments.done", **base,
+                           "name": done["name"], "arguments": done["arguments"]})
+        elif item.kind == "custom_tool_call":
+            if done["input"]:
+                events.append({"type": "response.custom_tool_call_input.delta", **base,
+                               "delta": done["input"]})
+            events.append({"type": "response.custom_tool_call_input.done", **base,
+                           "input": done["input"]})
+        events.append({"type": "response.output_item.done", "output_index": item.output_index,
+                       "item": done})
+        return events
+
+    def close_items(self) -> list[Event]:
+        events: list[Event] = []
+        for item in self.items:
+            if not item.closed:
+                events.extend(self._close(item))
+        self.open_text = None
+        return events
+
+    @property
+    def status(self) -> tuple[str, str | None]:
+        if self.finish_reason == "length":
+            return "incomplete", "max_output_tokens"
+        if self.finish_reason == "content_filter":
+            return "incomplete", "content_filter"
+        return "completed", None
+
+    def finish(self, extras: dict[str, Any] | None = None) -> list[Event]:
+        """Close every item and end with response.completed or response.incomplete."""
+        events = self.close_items()
+        status, reason = self.status
+        response = self.response(status, extras=extras, incomplete_reason=reason)
+        events.append({"type": f"response.{status}", "response": response})
+        return events
+
+    def fail(self, code: str, message: str, extras: dict[str, Any] | None = None) -> list[Event]:
+        """End a started stream with response.failed (SPEC §4.6)."""
+        events = self.close_items()
+        response = self.response("failed", extras=extras, error={"code": code, "message": message})
+        events.append({"type": "response.failed", "response": response})
+        return events
+
+    # --- the response object -----------------------------------------------------
+
+    def output(self) -> list[dict[str, Any]]:
+        out = []
+        for item in self.items:
+            if item.done_item is not None:
+                out.append(item.done_item)
+        return out
+
+    def response(
+        self,
+        status: str,
+        *,
+        extras: dict[str, Any] | None = None,
+        incomplete_reason: str | None = None,
+        error: dict[str, Any] | None = None,
+        with_usage: bool = True,
+    ) -> dict[str, Any]:
+        return envelope(
+            response_id=self.response_id,
+            created_at=self.created_at,
+            model=self.model,
+            echo=self.echo,
+            status=status,
+            output=self.output(),
+            usage=usage_dict(self.final_usage()) if with_usage else None,
+            incomplete_reason=incomplete_reason,
+            error=error,
+            completed_at=int(time.time()) if status == "completed" else None,
+            extras=extras,
+        )
+
+    def _take_usage(self, usage: dict[str, Any]) -> None:
+        u = self.usage
+        u.reported = True
+        u.input_tokens = int(usage.get("prompt_tokens") or 0)
+        u.output_tokens = int(usage.get("completion_tokens") or 0)
+        details = usage.get("prompt_tokens_details") or {}
+        # llama.cpp and some vLLM versions put cached tokens at the top level.
+        u.cached_tokens = int(details.get("cached_tokens") or usage.get("cached_tokens") or 0)
+        out_details = usage.get("completion_tokens_details") or {}
+        u.reasoning_tokens = int(out_details.get("reasoning_tokens") or 0)
+
+    def final_usage(self) -> Usage:
+        u = self.usage
+        if not u.reported:
+            # No usage from the server (yet): count deltas, about a token each.
+            return Usage(output_tokens=self.deltas, reasoning_tokens=self.reasoning_deltas)
+        if not u.reasoning_tokens and self.reasoning_deltas:
+            u.reasoning_tokens = min(self.reasoning_deltas, u.output_tokens)
+        return u
+
+
+def _json_or_raw(text: str) -> Any:
+    try:
+        return orjson.loads(text) if text else {}
+    except orjson.JSONDecodeError:
+        return text
+
+
+def _custom_input(arguments: str) -> str:
+    """A custom tool's call arrives as ``{"input": "..."}``; unwrap it."""
+    value = _json_or_raw(arguments)
+    if isinstance(value, dict):
+        inner = value.get("input")
+        if isinstance(inner, str):
+            return inner
+        if len(value) == 1:
+            only = next(iter(value.values()))
+            if isinstance(only, str):
+                return only
+    return arguments if not isinstance(value, str) else value
