@@ -30,11 +30,11 @@ from typing import Any
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 log = logging.getLogger(__name__)
 
-STREAM = "switchyard:usage"
+STREAM = os.environ.get("SWITCHYARD_USAGE_STREAM", "switchyard:usage")
 GROUP = "writers"
 BATCH = 500
 CLAIM_IDLE_MS = 30_000
@@ -81,8 +81,19 @@ def write_rows(rows: list[dict[str, Any]]) -> int:
     if not rows:
         return 0
     objects = [_to_model(r) for r in rows]
+    try:
+        with transaction.atomic():
+            UsageLog.objects.bulk_create(objects, ignore_conflicts=True, batch_size=BATCH)
+    except IntegrityError:
+        # One bad row (its organisation deleted meanwhile) must not block the
+        # batch forever: insert one by one and report the rows that can't go in.
+        for obj in objects:
+            try:
+                with transaction.atomic():
+                    UsageLog.objects.bulk_create([obj], ignore_conflicts=True)
+            except IntegrityError:
+                log.error("usage row %s dropped: its organisation or key is gone", obj.request_id)
     with transaction.atomic():
-        UsageLog.objects.bulk_create(objects, ignore_conflicts=True, batch_size=BATCH)
         last_use: dict[str, float] = {}
         for r in rows:
             key = r.get("api_key_id")

@@ -1,0 +1,162 @@
+"""The first requests end to end: the OpenAI SDK → daphne → the simulator."""
+
+import uuid
+
+import httpx
+import pytest
+from openai import APIStatusError, OpenAI
+
+from tests.conftest import usage_rows, wait_rows
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def acme(provision, simulator):
+    return provision("acme", simulator.url)
+
+
+@pytest.fixture
+def client(api_server, acme):
+    return OpenAI(base_url=api_server.url + "/v1", api_key=acme.key, max_retries=0)
+
+
+def test_string_input_gives_a_completed_response(client, acme):
+    response = client.responses.create(model="sim-model", input="Say hi")
+    assert response.status == "completed"
+    assert response.output_text
+    assert response.id.startswith("resp_")
+    assert response.usage.output_tokens == 16
+    rows = wait_rows(organisation=acme.organisation)
+    assert rows[0].status == 200 and rows[0].output_tokens == 16 and not rows[0].stream
+
+
+def test_message_items_with_instructions(client):
+    response = client.responses.create(
+        model="sim-model",
+        instructions="Answer briefly.",
+        input=[{"role": "user", "content": [{"type": "input_text", "text": "[[text:Hello there]]"}]}],
+    )
+    assert response.output_text == "Hello there"
+    assert response.instructions == "Answer briefly."
+
+
+def test_stream_with_get_final_response(client, acme):
+    with client.responses.stream(model="sim-model", input="Say hi [[tokens:5]]") as stream:
+        deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    assert "".join(deltas) == final.output_text
+    assert final.usage.output_tokens == 5
+    rows = wait_rows(organisation=acme.organisation)
+    assert rows[0].stream and rows[0].status == 200 and rows[0].ttft_ms is not None
+
+
+def test_api_prefix_serves_the_same_api(api_server, acme):
+    client = OpenAI(base_url=api_server.url + "/api/v1", api_key=acme.key, max_retries=0)
+    assert client.responses.create(model="sim-model", input="hi").output_text
+
+
+def test_models_lists_the_organisations_models(client):
+    assert [m.id for m in client.models.list()] == ["sim-model"]
+
+
+def test_backend_headers_and_server_timing(api_server, acme):
+    response = httpx.post(api_server.url + "/v1/responses",
+                          headers={"authorization": f"Bearer {acme.key}"},
+                          json={"model": "sim-model", "input": "hi"})
+    assert response.headers["x-backend-id"] == str(acme.backend.id)
+    assert response.headers["x-backend-name"] == "sim"
+    assert "ttft;dur=" in response.headers["server-timing"]
+    body = response.json()
+    assert body["switchyard"]["request_id"] == response.headers["x-request-id"]
+
+
+def _assert_envelope(response: httpx.Response, status: int, code: str | None = None):
+    assert response.status_code == status, response.text
+    uuid.UUID(response.headers["x-request-id"])
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["message"]
+    if code:
+        assert error["code"] == code
+    return error
+
+
+@pytest.mark.parametrize("headers", [
+    {}, {"authorization": "Bearer sy_sk_wrong"}, {"authorization": "Basic abc"},
+    {"x-api-key": "nope"},
+])
+def test_bad_keys_get_401_with_envelope_and_leave_no_row(api_server, acme, headers):
+    response = httpx.post(api_server.url + "/v1/responses", headers=headers,
+                          json={"model": "sim-model", "input": "hi"})
+    error = _assert_envelope(response, 401, "invalid_api_key")
+    assert error["type"] == "authentication_error"
+    assert usage_rows() == []
+
+
+def test_x_api_key_header_is_accepted(api_server, acme):
+    response = httpx.post(api_server.url + "/v1/responses", headers={"x-api-key": acme.key},
+                          json={"model": "sim-model", "input": "hi"})
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("body,content_type,status,code,param", [
+    (b"{not json", "application/json", 400, "invalid_json", None),
+    (b"[]", "application/json", 400, "invalid_json", None),
+    (b"model=x", "application/x-www-form-urlencoded", 415, "unsupported_media_type", None),
+    (b'{"model": "sim-model", "input": "hi", "messages": []}', "application/json", 400,
+     "unknown_parameter", "messages"),
+    (b'{"model": "sim-model"}', "application/json", 400, "missing_required_parameter", "input"),
+    (b'{"model": "sim-model", "input": "hi", "max_output_tokens": 0}', "application/json", 400,
+     "invalid_value", "max_output_tokens"),
+    (b'{"model": "sim-model", "input": "hi", "temperature": 3}', "application/json", 400,
+     "invalid_value", "temperature"),
+    (b'{"model": "gpt-5-codex", "input": "hi"}', "application/json", 404, "model_not_found",
+     "model"),
+])
+def test_bad_requests_get_an_envelope_and_one_row(api_server, acme, body, content_type, status,
+                                                   code, param):
+    response = httpx.post(api_server.url + "/v1/responses", content=body,
+                          headers={"authorization": f"Bearer {acme.key}",
+                                   "content-type": content_type})
+    error = _assert_envelope(response, status, code)
+    assert error["param"] == param
+    rows = wait_rows(organisation=acme.organisation)
+    assert len(rows) == 1 and rows[0].status == status
+    assert str(rows[0].request_id) == response.headers["x-request-id"]
+
+
+def test_unknown_model_message_names_it(client):
+    with pytest.raises(APIStatusError) as error:
+        client.responses.create(model="gpt-5-codex", input="hi")
+    assert error.value.status_code == 404
+    assert "gpt-5-codex" in error.value.message and "/v1/models" in error.value.message
+
+
+def test_wrong_method_and_unknown_route(api_server, acme):
+    auth = {"authorization": f"Bearer {acme.key}"}
+    _assert_envelope(httpx.get(api_server.url + "/v1/responses", headers=auth), 405)
+    _assert_envelope(httpx.get(api_server.url + "/v1/nothing-here", headers=auth), 404)
+    _assert_envelope(httpx.post(api_server.url + "/v1/responses/compact", headers=auth, json={}),
+                     404)
+
+
+def test_a_key_cannot_use_another_organisations_model(api_server, provision, simulator):
+    acme = provision("acme", simulator.url)
+    globex = provision("globex", simulator.url, model="globex-only")
+    client = OpenAI(base_url=api_server.url + "/v1", api_key=acme.key, max_retries=0)
+    with pytest.raises(APIStatusError) as error:
+        client.responses.create(model="globex-only", input="hi")
+    assert error.value.status_code == 404
+    rows = wait_rows(organisation=acme.organisation)
+    assert rows[0].status == 404
+    assert usage_rows(organisation=globex.organisation) == []
+
+
+def test_a_key_limited_to_other_models_gets_403(api_server, provision, simulator):
+    acme = provision("acme", simulator.url, allowed_models=["other-model"])
+    client = OpenAI(base_url=api_server.url + "/v1", api_key=acme.key, max_retries=0)
+    with pytest.raises(APIStatusError) as error:
+        client.responses.create(model="sim-model", input="hi")
+    assert error.value.status_code == 403
+    assert error.value.body["code"] == "model_not_allowed"

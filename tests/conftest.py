@@ -1,0 +1,199 @@
+"""Shared fixtures: three people in two organisations, and live processes.
+
+Alice is the owner of Acme, Bob a developer in Acme, Charlie the owner of
+Globex. Live tests run a real simulator backend and a real daphne process
+against the test database (so they need ``transaction=True``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 20.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process for {url} exited with {proc.returncode}")
+        try:
+            httpx.get(url, timeout=1.0)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{url} did not come up within {timeout} s")
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(interval)
+
+
+@dataclass
+class Proc:
+    process: subprocess.Popen
+    url: str
+    port: int
+    log: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def _log_path(name: str) -> Path:
+    directory = ROOT / "tests" / "artifacts" / "logs"
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"{name}-{uuid.uuid4().hex[:8]}.log"
+
+
+def start_simulator(*args: str, env: dict[str, str] | None = None) -> Proc:
+    port = free_port()
+    log = _log_path("simulator")
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "simulator", "--port", str(port), *args],
+        cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env or os.environ.copy(),
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_http(url + "/v1/models", proc=process)
+    return Proc(process, url + "/v1", port, log)
+
+
+def test_database_url() -> str:
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or ""
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{auth}{host}{port}/{db['NAME']}"
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    env = os.environ.copy()
+    env["DATABASE_URL"] = test_database_url()
+    env.setdefault("SWITCHYARD_AUTH_CACHE_SECONDS", "0.3")
+    env.setdefault("SWITCHYARD_CATALOG_CACHE_SECONDS", "0.3")
+    env["SWITCHYARD_USAGE_STREAM"] = USAGE_STREAM
+    env.update(extra)
+    return env
+
+
+USAGE_STREAM = f"switchyard:usage:test:{uuid.uuid4().hex[:8]}"
+os.environ["SWITCHYARD_USAGE_STREAM"] = USAGE_STREAM
+
+
+def start_daphne(env: dict[str, str] | None = None) -> Proc:
+    port = free_port()
+    log = _log_path("daphne")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+         "config.asgi:application"],
+        cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env or server_env(),
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_http(url + "/healthz", proc=process)
+    return Proc(process, url, port, log)
+
+
+@pytest.fixture(scope="session")
+def simulator() -> Iterator[Proc]:
+    proc = start_simulator()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def api_server(django_db_setup, django_db_blocker) -> Iterator[Proc]:
+    """A daphne process serving the project against the test database."""
+    proc = start_daphne()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def people(db):
+    from accounts.services import member_ensure, organisation_ensure
+
+    acme, _ = organisation_ensure(slug="acme", name="Acme")
+    globex, _ = organisation_ensure(slug="globex", name="Globex")
+    alice, _ = member_ensure(organisation=acme, email="alice@example.com", role="owner",
+                             password="alice-password-1")
+    bob, _ = member_ensure(organisation=acme, email="bob@example.com", role="developer",
+                           password="bob-password-1")
+    charlie, _ = member_ensure(organisation=globex, email="charlie@example.com", role="owner",
+                               password="charlie-password-1")
+    return {"acme": acme, "globex": globex, "alice": alice.user, "bob": bob.user,
+            "charlie": charlie.user}
+
+
+@dataclass
+class Tenant:
+    organisation: object
+    backend: object
+    model: object
+    key: str
+
+
+@pytest.fixture
+def provision(people):
+    """Give an organisation a backend, a model and an API key."""
+    from accounts.services import api_key_create
+    from responses_api.services import backend_ensure, model_ensure
+
+    def make(org_slug: str, backend_url: str, *, model: str = "sim-model",
+             backend_name: str = "sim", dialect: str = "openai", **key_options) -> Tenant:
+        org = people[org_slug]
+        backend, _ = backend_ensure(organisation=org, name=backend_name, base_url=backend_url,
+                                    dialect=dialect)
+        served, _ = model_ensure(organisation=org, public_id=model, backend=backend,
+                                 upstream_name="sim-model")
+        _, raw = api_key_create(organisation=org, name=f"{org_slug} key", **key_options)
+        return Tenant(org, backend, served, raw)
+
+    return make
+
+
+def usage_rows(**filters):
+    from responses_api.models import UsageLog
+
+    return list(UsageLog.objects.filter(**filters).order_by("created_at"))
+
+
+def wait_rows(count: int = 1, timeout: float = 10.0, **filters):
+    return wait_for(lambda: (rows := usage_rows(**filters)) and len(rows) >= count and rows,
+                    timeout=timeout)
