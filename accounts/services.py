@@ -28,9 +28,7 @@ def member_ensure(
     Returns the membership and whether the user was created."""
     User = get_user_model()
     email = email.strip().lower()
-    user, user_created = User.objects.get_or_create(
-        username=email, defaults={"email": email}
-    )
+    user, user_created = User.objects.get_or_create(username=email, defaults={"email": email})
     if password:
         user.set_password(password)
         user.save(update_fields=["password"])

@@ -17,8 +17,11 @@ _STORED = re.compile(r"^/responses/([^/]+)(/input_items)?/?$")
 
 
 def _not_found(route: str) -> ApiError:
-    return ApiError(404, f"Unknown request URL: {route}. See /api/v1/docs for the API's routes.",
-                    code="unknown_url")
+    return ApiError(
+        404,
+        f"Unknown request URL: {route}. See /api/v1/docs for the API's routes.",
+        code="unknown_url",
+    )
 
 
 async def dispatch(
@@ -38,8 +41,9 @@ async def dispatch(
         await _authenticated(scope, responder, exchange, _list_models)
         return
     if route in ("/responses/compact", "/responses/input_tokens"):
-        await responder.error(ApiError(404, f"{route} is not served by this server.",
-                                       code="unknown_url"))
+        await responder.error(
+            ApiError(404, f"{route} is not served by this server.", code="unknown_url")
+        )
         return
     if _STORED.match(route):
         if method not in ("GET", "DELETE"):
@@ -51,8 +55,12 @@ async def dispatch(
 
 
 def _method_not_allowed(method: str, allow: bytes) -> ApiError:
-    return ApiError(405, f"Method {method} is not allowed here.", code="method_not_allowed",
-                    headers=[(b"allow", allow)])
+    return ApiError(
+        405,
+        f"Method {method} is not allowed here.",
+        code="method_not_allowed",
+        headers=[(b"allow", allow)],
+    )
 
 
 async def _authenticated(scope, responder: Responder, exchange: Exchange, handler) -> None:
@@ -86,8 +94,12 @@ async def _list_models(scope, exchange: Exchange) -> tuple[int, dict[str, Any]]:
     assert caller is not None
     catalog = await get_catalog(caller.organisation_id)
     data = [
-        {"id": m.public_id, "object": "model", "created": m.created_at,
-         "owned_by": caller.organisation_slug}
+        {
+            "id": m.public_id,
+            "object": "model",
+            "created": m.created_at,
+            "owned_by": caller.organisation_slug,
+        }
         for m in catalog.models
         if m.routes and (not caller.allowed_models or m.public_id in caller.allowed_models)
     ]

@@ -59,7 +59,9 @@ class ApiError(Exception):
         return orjson.dumps(self.body())
 
 
-def invalid(message: str, param: str | None = None, code: str = "invalid_request_error") -> ApiError:
+def invalid(
+    message: str, param: str | None = None, code: str = "invalid_request_error"
+) -> ApiError:
     return ApiError(400, message, param=param, code=code)
 
 
@@ -75,8 +77,20 @@ def _param(loc: Sequence[str | int]) -> str:
 
 _TYPE_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})
 _DISCRIMINATOR_TAGS = frozenset(
-    {"input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal",
-     "input_image", "input_file", "json_schema", "json_object", "function", "custom"}
+    {
+        "input_text",
+        "output_text",
+        "text",
+        "summary_text",
+        "reasoning_text",
+        "refusal",
+        "input_image",
+        "input_file",
+        "json_schema",
+        "json_object",
+        "function",
+        "custom",
+    }
 )
 
 
@@ -121,15 +135,34 @@ def from_validation_error(exc: ValidationError, prefix: Sequence[str | int] = ()
     if first["type"] == "extra_forbidden":
         return invalid(f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter")
     if first["type"] == "missing":
-        return invalid(f"Missing required parameter: '{param}'.", param=param,
-                       code="missing_required_parameter")
+        return invalid(
+            f"Missing required parameter: '{param}'.",
+            param=param,
+            code="missing_required_parameter",
+        )
     message = first["msg"]
     if message.startswith("Value error, "):
-        message = message[len("Value error, "):]
-    if first["type"] in {"string_type", "int_type", "bool_type", "dict_type", "list_type",
-                         "float_type", "model_type", "model_attributes_type", "int_from_float",
-                         "literal_error", "union_tag_invalid", "string_too_long",
-                         "string_too_short", "greater_than_equal", "greater_than",
-                         "less_than_equal", "less_than", "too_long", "too_short"}:
+        message = message[len("Value error, ") :]
+    if first["type"] in {
+        "string_type",
+        "int_type",
+        "bool_type",
+        "dict_type",
+        "list_type",
+        "float_type",
+        "model_type",
+        "model_attributes_type",
+        "int_from_float",
+        "literal_error",
+        "union_tag_invalid",
+        "string_too_long",
+        "string_too_short",
+        "greater_than_equal",
+        "greater_than",
+        "less_than_equal",
+        "less_than",
+        "too_long",
+        "too_short",
+    }:
         message = f"Invalid value for '{param}': {message[0].lower()}{message[1:]}."
     return invalid(message, param=param, code="invalid_value")

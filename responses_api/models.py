@@ -58,9 +58,7 @@ class ServedModel(models.Model):
     """A model as clients name it (``model`` in a request)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    organisation = models.ForeignKey(
-        Organisation, on_delete=models.CASCADE, related_name="models"
-    )
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="models")
     public_id = models.CharField(max_length=200)
     aliases = models.JSONField(default=list, blank=True)
     context_window = models.PositiveIntegerField(null=True, blank=True)
@@ -103,9 +101,7 @@ class UsageLog(models.Model):
     """One row per authenticated API request. Never the prompt or the answer."""
 
     request_id = models.UUIDField(unique=True)
-    organisation = models.ForeignKey(
-        Organisation, on_delete=models.CASCADE, related_name="usage"
-    )
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="usage")
     api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
     key_prefix = models.CharField(max_length=32, blank=True, default="")
     model = models.CharField(max_length=200, blank=True, default="")

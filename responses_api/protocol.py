@@ -95,7 +95,9 @@ class ImagePart(Loose):
     @model_validator(mode="after")
     def _inline_only(self) -> ImagePart:
         if self.file_id is not None:
-            raise ValueError("file_id images are not supported: send the image inline as a data: URL")
+            raise ValueError(
+                "file_id images are not supported: send the image inline as a data: URL"
+            )
         if self.image_url is None:
             raise ValueError("input_image needs image_url (a data: URL)")
         if not self.image_url.startswith("data:"):
@@ -121,9 +123,7 @@ class FilePart(Loose):
         return self
 
 
-ContentPart = Annotated[
-    TextPart | RefusalPart | ImagePart | FilePart, Field(discriminator="type")
-]
+ContentPart = Annotated[TextPart | RefusalPart | ImagePart | FilePart, Field(discriminator="type")]
 
 
 # --- input items ------------------------------------------------------------
@@ -278,9 +278,10 @@ class FormatJsonSchema(Strict):
 
 
 class TextConfig(Strict):
-    format: Annotated[
-        FormatText | FormatJsonObject | FormatJsonSchema, Field(discriminator="type")
-    ] | None = None
+    format: (
+        Annotated[FormatText | FormatJsonObject | FormatJsonSchema, Field(discriminator="type")]
+        | None
+    ) = None
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
@@ -378,7 +379,10 @@ class CreateResponse(Strict):
         for name, refused in refusals.items():
             if refused:
                 raise RefusedParameter(name)
-        if isinstance(self.tool_choice, HostedChoice) and self.tool_choice.type in HOSTED_TOOL_TYPES:
+        if (
+            isinstance(self.tool_choice, HostedChoice)
+            and self.tool_choice.type in HOSTED_TOOL_TYPES
+        ):
             raise RefusedParameter(
                 "tool_choice",
                 f"tool_choice names the hosted tool '{self.tool_choice.type}', "

@@ -97,8 +97,11 @@ class Exchange:
         duration = self.duration_ms()
         return {
             "request_id": self.request_id,
-            "backend": {"id": self.backend_id, "name": self.backend_name,
-                        "version": self.backend_version}
+            "backend": {
+                "id": self.backend_id,
+                "name": self.backend_name,
+                "version": self.backend_version,
+            }
             if self.backend_id
             else None,
             "timing": {
@@ -171,8 +174,19 @@ class Exchange:
 
 
 _LOG_FIELDS = (
-    "request_id", "organisation_id", "key_prefix", "model", "backend_name", "stream", "status",
-    "error_code", "input_tokens", "cached_tokens", "output_tokens", "queue_wait_ms", "ttft_ms",
+    "request_id",
+    "organisation_id",
+    "key_prefix",
+    "model",
+    "backend_name",
+    "stream",
+    "status",
+    "error_code",
+    "input_tokens",
+    "cached_tokens",
+    "output_tokens",
+    "queue_wait_ms",
+    "ttft_ms",
     "duration_ms",
 )
 
@@ -231,8 +245,10 @@ def scope_headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
 
 def parse_request(body: bytes, headers: dict[bytes, bytes]) -> CreateResponse:
     content_type = headers.get(b"content-type", b"application/json").split(b";")[0].strip()
-    if content_type and content_type.lower() not in (JSON, b"text/json") and not content_type.endswith(
-        b"+json"
+    if (
+        content_type
+        and content_type.lower() not in (JSON, b"text/json")
+        and not content_type.endswith(b"+json")
     ):
         raise ApiError(
             415,
@@ -245,8 +261,7 @@ def parse_request(body: bytes, headers: dict[bytes, bytes]) -> CreateResponse:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise invalid(
-            f"The request body is not valid JSON: {exc}. "
-            "Check that it is a single JSON object.",
+            f"The request body is not valid JSON: {exc}. Check that it is a single JSON object.",
             code="invalid_json",
         ) from None
     if not isinstance(data, dict):
@@ -287,8 +302,9 @@ async def serve(
             await responder.error(error)
     except Exception as exc:  # a bug or an unexpected upstream failure: never a traceback out
         log.exception("request %s failed", exchange.request_id)
-        error = ApiError(500, "The server had an error while processing the request.",
-                         code="server_error")
+        error = ApiError(
+            500, "The server had an error while processing the request.", code="server_error"
+        )
         exchange.fail(error)
         exchange.error_message = f"{type(exc).__name__}: {exc}"[:2000]
         await exchange.submit()
@@ -322,8 +338,10 @@ async def _handle(
             code="model_not_found",
             param="model",
         )
-    if caller.allowed_models and model.public_id not in caller.allowed_models and (
-        request.model not in caller.allowed_models
+    if (
+        caller.allowed_models
+        and model.public_id not in caller.allowed_models
+        and (request.model not in caller.allowed_models)
     ):
         raise ApiError(
             403,
@@ -375,8 +393,9 @@ async def _handle(
             continue
         except httpx.TimeoutException:
             router.release(lease)
-            raise ApiError(504, f"Backend '{backend.name}' timed out.",
-                           code="backend_timeout") from None
+            raise ApiError(
+                504, f"Backend '{backend.name}' timed out.", code="backend_timeout"
+            ) from None
         try:
             if upstream.status_code >= 500 or upstream.status_code == 429:
                 await upstream.aread()
@@ -411,14 +430,13 @@ def _store_decision(request: CreateResponse, caller: Caller, exchange: Exchange)
                 param="previous_response_id",
                 code="previous_response_not_found",
             )
-        if request.store is not False:
-            if request.store is True:
-                exchange.notices.append(
-                    {
-                        "code": "store_ignored",
-                        "message": "store was ignored: this organisation stores nothing.",
-                    }
-                )
+        if request.store is True:
+            exchange.notices.append(
+                {
+                    "code": "store_ignored",
+                    "message": "store was ignored: this organisation stores nothing.",
+                }
+            )
         return False
     return request.store is not False
 
@@ -444,22 +462,38 @@ def _upstream_error(upstream: httpx.Response, backend_name: str) -> ApiError:
     lowered = f"{message} {kind or ''} {code or ''}".lower()
     if status == 400 or status == 413:
         if any(w in lowered for w in ("context", "too long", "exceed", "maximum length")):
-            return ApiError(400, f"The input is too long for this model: {message}",
-                            code="context_length_exceeded", param="input")
-        return ApiError(400, f"The backend refused the request: {message}",
-                        code=code or "invalid_prompt")
+            return ApiError(
+                400,
+                f"The input is too long for this model: {message}",
+                code="context_length_exceeded",
+                param="input",
+            )
+        return ApiError(
+            400, f"The backend refused the request: {message}", code=code or "invalid_prompt"
+        )
     if status == 429:
         retry = upstream.headers.get("retry-after", "5")
-        return ApiError(429, f"Backend '{backend_name}' is rate limited: {message}",
-                        code="rate_limit_exceeded", headers=[(b"retry-after", retry.encode())])
+        return ApiError(
+            429,
+            f"Backend '{backend_name}' is rate limited: {message}",
+            code="rate_limit_exceeded",
+            headers=[(b"retry-after", retry.encode())],
+        )
     if status in (401, 403):
-        return ApiError(502, f"Backend '{backend_name}' refused our credentials ({status}).",
-                        code="backend_auth_failed")
+        return ApiError(
+            502,
+            f"Backend '{backend_name}' refused our credentials ({status}).",
+            code="backend_auth_failed",
+        )
     if status == 404:
-        return ApiError(502, f"Backend '{backend_name}' does not know the model: {message}",
-                        code="backend_model_not_found")
-    return ApiError(502, f"Backend '{backend_name}' answered {status}: {message}",
-                    code="bad_gateway")
+        return ApiError(
+            502,
+            f"Backend '{backend_name}' does not know the model: {message}",
+            code="backend_model_not_found",
+        )
+    return ApiError(
+        502, f"Backend '{backend_name}' answered {status}: {message}", code="bad_gateway"
+    )
 
 
 async def _relay(
@@ -495,14 +529,14 @@ def _budget_notice(exchange: Exchange, translator: StreamTranslator, plan: ChatP
     budget = plan.thinking_budget
     if budget is not None and translator.final_usage().reasoning_tokens >= budget > 0:
         exchange.notices.append(
-            {"code": "thinking_budget_reached",
-             "message": f"Thinking stopped at the budget of {budget} tokens."}
+            {
+                "code": "thinking_budget_reached",
+                "message": f"Thinking stopped at the budget of {budget} tokens.",
+            }
         )
 
 
-async def _first_bytes(
-    iterator, on_wait: Callable[[], Awaitable[None]] | None
-) -> bytes | None:
+async def _first_bytes(iterator, on_wait: Callable[[], Awaitable[None]] | None) -> bytes | None:
     """Wait for the backend's first bytes, calling ``on_wait`` every keep-alive
     interval (clients such as Codex reset idle timers only on events)."""
     interval = settings.SWITCHYARD_KEEPALIVE_SECONDS

@@ -24,6 +24,7 @@ when clients went away. No Django imports: it runs in its own process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import re
 import time
@@ -32,10 +33,33 @@ from typing import Any
 
 import orjson
 
-WORDS = (
-    "the quick brown fox jumps over a lazy dog while seven bright stars watch "
-    "quiet rivers carry silver light across ancient valleys toward distant hills"
-).split()
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "seven",
+    "bright",
+    "stars",
+    "watch",
+    "quiet",
+    "rivers",
+    "carry",
+    "silver",
+    "light",
+    "across",
+    "ancient",
+    "valleys",
+    "toward",
+    "distant",
+    "hills",
+]
 REASONING = "Let me think about this step by step before answering."
 DIRECTIVE = re.compile(r"\[\[(\w[\w-]*)(?::(.*?))?\]\]", re.S)
 CACHE_ENTRIES = 256
@@ -61,9 +85,7 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(
-            part.get("text", "") for part in content if isinstance(part, dict)
-        )
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
     return ""
 
 
@@ -80,8 +102,13 @@ def _tokens(messages: list[dict[str, Any]], tools: Any) -> list[str]:
 
 
 class Simulator:
-    def __init__(self, *, models: list[str] | None = None, max_concurrency: int = 0,
-                 version: str = "switchyard-simulator/1") -> None:
+    def __init__(
+        self,
+        *,
+        models: list[str] | None = None,
+        max_concurrency: int = 0,
+        version: str = "switchyard-simulator/1",
+    ) -> None:
         self.models = models or ["sim-model"]
         self.max_concurrency = max_concurrency
         self.version = version
@@ -102,10 +129,16 @@ class Simulator:
         path = scope["path"].rstrip("/")
         if path in ("/v1/models", "/models"):
             self.stats.models_requests += 1
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": "simulator"}
-                    for m in self.models]
-            await _json(send, 200, {"object": "list", "data": data},
-                        [(b"x-simulator-version", self.version.encode())])
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "simulator"}
+                for m in self.models
+            ]
+            await _json(
+                send,
+                200,
+                {"object": "list", "data": data},
+                [(b"x-simulator-version", self.version.encode())],
+            )
             return
         if path == "/_sim/stats":
             await _json(send, 200, self.stats.as_dict())
@@ -129,14 +162,30 @@ class Simulator:
             messages = request["messages"]
             assert isinstance(messages, list) and messages
         except Exception:
-            await _json(send, 400, {"error": {"message": "messages must be a non-empty list",
-                                              "type": "invalid_request_error"}})
+            await _json(
+                send,
+                400,
+                {
+                    "error": {
+                        "message": "messages must be a non-empty list",
+                        "type": "invalid_request_error",
+                    }
+                },
+            )
             return
         if self.max_concurrency and self.stats.in_flight >= self.max_concurrency:
             self.stats.rejected += 1
-            await _json(send, 429, {"error": {"message": "simulator is at its concurrency limit",
-                                              "type": "rate_limit"}},
-                        [(b"retry-after", b"1")])
+            await _json(
+                send,
+                429,
+                {
+                    "error": {
+                        "message": "simulator is at its concurrency limit",
+                        "type": "rate_limit",
+                    }
+                },
+                [(b"retry-after", b"1")],
+            )
             return
         self.stats.requests += 1
         self.stats.in_flight += 1
@@ -213,8 +262,11 @@ class Simulator:
     async def _complete(self, request: dict[str, Any], send, receive) -> None:
         plan = self.plan(request)
         if plan["status"]:
-            await _json(send, plan["status"], {"error": {"message": f"simulated {plan['status']}",
-                                                          "type": "simulated"}})
+            await _json(
+                send,
+                plan["status"],
+                {"error": {"message": f"simulated {plan['status']}", "type": "simulated"}},
+            )
             return
         prompt_tokens, cached = self.prompt_usage(request)
         model = request.get("model", self.models[0])
@@ -222,8 +274,9 @@ class Simulator:
         cid = "chatcmpl-" + hashlib.sha1(f"{time.time_ns()}".encode()).hexdigest()[:24]
         if not request.get("stream"):
             await asyncio.sleep(plan["delay"])
-            await self._respond_json(request, plan, send, model, created, cid,
-                                     prompt_tokens, cached)
+            await self._respond_json(
+                request, plan, send, model, created, cid, prompt_tokens, cached
+            )
             return
         disconnected = asyncio.Event()
 
@@ -236,8 +289,9 @@ class Simulator:
 
         watcher = asyncio.ensure_future(watch())
         try:
-            await self._stream(request, plan, send, model, created, cid, prompt_tokens, cached,
-                               disconnected)
+            await self._stream(
+                request, plan, send, model, created, cid, prompt_tokens, cached, disconnected
+            )
         except (OSError, asyncio.CancelledError):
             self._note_disconnect()
             raise
@@ -248,10 +302,25 @@ class Simulator:
         self.stats.disconnects += 1
         self.stats.last_disconnect_at = time.time()
 
-    async def _stream(self, request, plan, send, model, created, cid, prompt_tokens, cached,
-                      disconnected: asyncio.Event) -> None:
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+    async def _stream(
+        self,
+        request,
+        plan,
+        send,
+        model,
+        created,
+        cid,
+        prompt_tokens,
+        cached,
+        disconnected: asyncio.Event,
+    ) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
         head = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
         interval = 1.0 / plan["rate"] if plan["rate"] else 0.0
         produced = 0
@@ -261,8 +330,13 @@ class Simulator:
             if disconnected.is_set():
                 return False
             chunk = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-            await send({"type": "http.response.body", "body": b"data: " + orjson.dumps(chunk)
-                        + b"\n\n", "more_body": True})
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": b"data: " + orjson.dumps(chunk) + b"\n\n",
+                    "more_body": True,
+                }
+            )
             return True
 
         async def pace(first: bool) -> bool:
@@ -279,9 +353,14 @@ class Simulator:
             if not await pace(produced == 0):
                 return False
             if produced == plan["fail_after"]:
-                await send({"type": "http.response.body", "more_body": True,
-                            "body": b'data: {"error": {"message": "simulated failure mid-stream",'
-                            b' "type": "server_error"}}\n\n'})
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "more_body": True,
+                        "body": b'data: {"error": {"message": "simulated failure mid-stream",'
+                        b' "type": "server_error"}}\n\n',
+                    }
+                )
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 raise _Stop
             if produced == plan["drop_after"]:
@@ -304,8 +383,12 @@ class Simulator:
                     return self._note_disconnect()
             for index, (name, arguments) in enumerate(plan["calls"]):
                 call_id = f"call_{hashlib.sha1(f'{cid}{index}'.encode()).hexdigest()[:12]}"
-                first = {"index": index, "id": call_id, "type": "function",
-                         "function": {"name": name, "arguments": ""}}
+                first = {
+                    "index": index,
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": ""},
+                }
                 if not await emit({"tool_calls": [first]}):
                     return self._note_disconnect()
                 # Arguments arrive in pieces, as real servers send them.
@@ -318,16 +401,23 @@ class Simulator:
             if (request.get("stream_options") or {}).get("include_usage"):
                 usage = _usage(prompt_tokens, cached, produced, len(reasoning_words))
                 chunk = {**head, "choices": [], "usage": usage}
-                await send({"type": "http.response.body",
-                            "body": b"data: " + orjson.dumps(chunk) + b"\n\n", "more_body": True})
-            await send({"type": "http.response.body", "body": b"data: [DONE]\n\n",
-                        "more_body": False})
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": b"data: " + orjson.dumps(chunk) + b"\n\n",
+                        "more_body": True,
+                    }
+                )
+            await send(
+                {"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False}
+            )
             self.stats.completed += 1
         except _Stop:
             return
 
-    async def _respond_json(self, request, plan, send, model, created, cid, prompt_tokens,
-                            cached) -> None:
+    async def _respond_json(
+        self, request, plan, send, model, created, cid, prompt_tokens, cached
+    ) -> None:
         reasoning_words = _split(plan["reasoning"]) if plan["reasoning"] else []
         message: dict[str, Any] = {"role": "assistant", "content": "".join(plan["words"]) or None}
         if reasoning_words:
@@ -335,15 +425,21 @@ class Simulator:
         produced = len(plan["words"]) + len(reasoning_words)
         if plan["calls"]:
             message["tool_calls"] = [
-                {"id": f"call_{index}", "type": "function",
-                 "function": {"name": name, "arguments": arguments}}
+                {
+                    "id": f"call_{index}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
                 for index, (name, arguments) in enumerate(plan["calls"])
             ]
             produced += sum(len(list(_pieces(a, 7))) for _, a in plan["calls"])
         self.stats.tokens_produced += produced
         self.stats.completed += 1
         body = {
-            "id": cid, "object": "chat.completion", "created": created, "model": model,
+            "id": cid,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": plan["finish"]}],
             "usage": _usage(prompt_tokens, cached, produced, len(reasoning_words)),
         }
@@ -358,8 +454,10 @@ def _thinking_on(request: dict[str, Any]) -> bool:
     kwargs = request.get("chat_template_kwargs") or {}
     if kwargs.get("enable_thinking") or request.get("think") is True:
         return True
-    return request.get("reasoning_effort") in {"low", "medium", "high"} and kwargs.get(
-        "enable_thinking") is not False
+    return (
+        request.get("reasoning_effort") in {"low", "medium", "high"}
+        and kwargs.get("enable_thinking") is not False
+    )
 
 
 def _split(text: str) -> list[str]:
@@ -369,7 +467,7 @@ def _split(text: str) -> list[str]:
 
 def _pieces(text: str, size: int):
     for i in range(0, len(text), size):
-        yield text[i:i + size]
+        yield text[i : i + size]
 
 
 def _usage(prompt: int, cached: int, completion: int, reasoning: int) -> dict[str, Any]:
@@ -383,13 +481,16 @@ def _usage(prompt: int, cached: int, completion: int, reasoning: int) -> dict[st
 
 
 async def _sleep_or_disconnect(seconds: float, disconnected: asyncio.Event) -> None:
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(disconnected.wait(), timeout=seconds)
-    except TimeoutError:
-        pass
 
 
 async def _json(send, status: int, data: Any, headers: list[tuple[bytes, bytes]] = ()) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *headers],
+        }
+    )
     await send({"type": "http.response.body", "body": orjson.dumps(data)})

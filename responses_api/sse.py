@@ -57,7 +57,9 @@ class ChunkReader:
             try:
                 value = orjson.loads(payload)
             except orjson.JSONDecodeError as exc:
-                raise UpstreamProtocolError(f"backend sent invalid JSON in its stream: {exc}") from exc
+                raise UpstreamProtocolError(
+                    f"backend sent invalid JSON in its stream: {exc}"
+                ) from exc
             if isinstance(value, dict):
                 chunks.append(value)
         return chunks

@@ -41,11 +41,35 @@ CLAIM_IDLE_MS = 30_000
 FLUSH_INTERVAL = 0.2
 
 _FIELDS = {
-    "request_id", "organisation_id", "api_key_id", "key_prefix", "model", "backend_id",
-    "backend_name", "endpoint", "method", "stream", "status", "error_code", "error_message",
-    "note", "notices", "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens",
-    "cost", "attempts", "queue_wait_ms", "ttft_ms", "duration_ms", "tokens_per_second",
-    "client_ip", "user_agent", "created_at", "finished_at",
+    "request_id",
+    "organisation_id",
+    "api_key_id",
+    "key_prefix",
+    "model",
+    "backend_id",
+    "backend_name",
+    "endpoint",
+    "method",
+    "stream",
+    "status",
+    "error_code",
+    "error_message",
+    "note",
+    "notices",
+    "input_tokens",
+    "cached_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cost",
+    "attempts",
+    "queue_wait_ms",
+    "ttft_ms",
+    "duration_ms",
+    "tokens_per_second",
+    "client_ip",
+    "user_agent",
+    "created_at",
+    "finished_at",
 }
 
 
@@ -100,9 +124,7 @@ def write_rows(rows: list[dict[str, Any]]) -> int:
             if key:
                 last_use[key] = max(last_use.get(key, 0.0), float(r.get("created_at") or 0))
         for key, stamp in last_use.items():
-            ApiKey.objects.filter(pk=key).update(
-                last_used_at=datetime.fromtimestamp(stamp, tz=UTC)
-            )
+            ApiKey.objects.filter(pk=key).update(last_used_at=datetime.fromtimestamp(stamp, tz=UTC))
     return len(objects)
 
 

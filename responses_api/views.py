@@ -27,8 +27,9 @@ def readyz(request: HttpRequest) -> HttpResponse:
         except Exception as exc:
             checks["redis"] = f"error: {type(exc).__name__}"
     ok = all(v == "ok" for v in checks.values())
-    return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks},
-                        status=200 if ok else 503)
+    return JsonResponse(
+        {"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503
+    )
 
 
 def home(request: HttpRequest) -> HttpResponse:

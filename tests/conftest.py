@@ -84,7 +84,10 @@ def start_simulator(*args: str, env: dict[str, str] | None = None) -> Proc:
     log = _log_path("simulator")
     process = subprocess.Popen(
         [sys.executable, "manage.py", "simulator", "--port", str(port), *args],
-        cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env or os.environ.copy(),
+        cwd=ROOT,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        env=env or os.environ.copy(),
     )
     url = f"http://127.0.0.1:{port}"
     wait_http(url + "/v1/models", proc=process)
@@ -121,9 +124,20 @@ def start_daphne(env: dict[str, str] | None = None) -> Proc:
     port = free_port()
     log = _log_path("daphne")
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "config.asgi:application"],
-        cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env or server_env(),
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "config.asgi:application",
+        ],
+        cwd=ROOT,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        env=env or server_env(),
     )
     url = f"http://127.0.0.1:{port}"
     wait_http(url + "/healthz", proc=process)
@@ -151,14 +165,25 @@ def people(db):
 
     acme, _ = organisation_ensure(slug="acme", name="Acme")
     globex, _ = organisation_ensure(slug="globex", name="Globex")
-    alice, _ = member_ensure(organisation=acme, email="alice@example.com", role="owner",
-                             password="alice-password-1")
-    bob, _ = member_ensure(organisation=acme, email="bob@example.com", role="developer",
-                           password="bob-password-1")
-    charlie, _ = member_ensure(organisation=globex, email="charlie@example.com", role="owner",
-                               password="charlie-password-1")
-    return {"acme": acme, "globex": globex, "alice": alice.user, "bob": bob.user,
-            "charlie": charlie.user}
+    alice, _ = member_ensure(
+        organisation=acme, email="alice@example.com", role="owner", password="alice-password-1"
+    )
+    bob, _ = member_ensure(
+        organisation=acme, email="bob@example.com", role="developer", password="bob-password-1"
+    )
+    charlie, _ = member_ensure(
+        organisation=globex,
+        email="charlie@example.com",
+        role="owner",
+        password="charlie-password-1",
+    )
+    return {
+        "acme": acme,
+        "globex": globex,
+        "alice": alice.user,
+        "bob": bob.user,
+        "charlie": charlie.user,
+    }
 
 
 @dataclass
@@ -175,13 +200,22 @@ def provision(people):
     from accounts.services import api_key_create
     from responses_api.services import backend_ensure, model_ensure
 
-    def make(org_slug: str, backend_url: str, *, model: str = "sim-model",
-             backend_name: str = "sim", dialect: str = "openai", **key_options) -> Tenant:
+    def make(
+        org_slug: str,
+        backend_url: str,
+        *,
+        model: str = "sim-model",
+        backend_name: str = "sim",
+        dialect: str = "openai",
+        **key_options,
+    ) -> Tenant:
         org = people[org_slug]
-        backend, _ = backend_ensure(organisation=org, name=backend_name, base_url=backend_url,
-                                    dialect=dialect)
-        served, _ = model_ensure(organisation=org, public_id=model, backend=backend,
-                                 upstream_name="sim-model")
+        backend, _ = backend_ensure(
+            organisation=org, name=backend_name, base_url=backend_url, dialect=dialect
+        )
+        served, _ = model_ensure(
+            organisation=org, public_id=model, backend=backend, upstream_name="sim-model"
+        )
         _, raw = api_key_create(organisation=org, name=f"{org_slug} key", **key_options)
         return Tenant(org, backend, served, raw)
 
@@ -195,5 +229,6 @@ def usage_rows(**filters):
 
 
 def wait_rows(count: int = 1, timeout: float = 10.0, **filters):
-    return wait_for(lambda: (rows := usage_rows(**filters)) and len(rows) >= count and rows,
-                    timeout=timeout)
+    return wait_for(
+        lambda: (rows := usage_rows(**filters)) and len(rows) >= count and rows, timeout=timeout
+    )

@@ -34,8 +34,9 @@ def get_client(base_url: str, api_key: str) -> httpx.AsyncClient:
                 write=30.0,
                 pool=settings.SWITCHYARD_CONNECT_TIMEOUT,
             ),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256,
-                                keepalive_expiry=60),
+            limits=httpx.Limits(
+                max_connections=None, max_keepalive_connections=256, keepalive_expiry=60
+            ),
         )
         _clients[key] = client
     return client

@@ -40,10 +40,7 @@ def probe(base_url: str, api_key: str = "", timeout: float = TIMEOUT) -> Probe:
             return Probe(False, latency, [], "", f"HTTP {response.status_code}")
         data: Any = response.json()
         models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
-        version = (
-            response.headers.get("x-simulator-version")
-            or response.headers.get("server", "")
-        )
+        version = response.headers.get("x-simulator-version") or response.headers.get("server", "")
         return Probe(True, latency, models, version[:200], "")
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         return Probe(False, None, [], "", f"{type(exc).__name__}: {exc}"[:500])
@@ -66,8 +63,15 @@ def backend_check(*, backend: Backend) -> Probe:
         if backend.consecutive_failures >= FAILURES_TO_OFFLINE:
             backend.health = Backend.Health.OFFLINE
     backend.save(
-        update_fields=["last_checked_at", "health", "consecutive_failures", "latency_ms",
-                       "reported_models", "version", "last_error"]
+        update_fields=[
+            "last_checked_at",
+            "health",
+            "consecutive_failures",
+            "latency_ms",
+            "reported_models",
+            "version",
+            "last_error",
+        ]
     )
     catalog.forget()
     return result

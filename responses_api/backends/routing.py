@@ -10,6 +10,7 @@ request waits for a slot, up to ``SWITCHYARD_QUEUE_TIMEOUT`` seconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -68,7 +69,8 @@ class Router:
             if not routes:
                 raise ApiError(
                     404,
-                    f"Backend '{pinned}' (X-Backend-Id) does not serve the model '{model.public_id}'.",
+                    f"Backend '{pinned}' (X-Backend-Id) does not serve "
+                    f"the model '{model.public_id}'.",
                     code="backend_not_found",
                     param="X-Backend-Id",
                 )
@@ -141,14 +143,13 @@ class Router:
                             raise ApiError(
                                 503,
                                 f"Every backend serving '{model.public_id}' is at its concurrency "
-                                f"limit and none freed up within {settings.SWITCHYARD_QUEUE_TIMEOUT:g} s.",
+                                "limit and none freed up within "
+                                f"{settings.SWITCHYARD_QUEUE_TIMEOUT:g} s.",
                                 code="backends_saturated",
                                 headers=[(b"retry-after", b"5")],
                             )
-                        try:
+                        with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(condition.wait(), timeout=left)
-                        except TimeoutError:
-                            pass
                         route = self._pick(routes, affinity_key)
             finally:
                 self.waiting -= 1

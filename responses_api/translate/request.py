@@ -148,7 +148,9 @@ class _Tools:
 
     def add(self, raw: dict[str, Any], index: int | str) -> None:
         kind = raw.get("type")
-        if kind in HOSTED_TOOL_TYPES or (kind == "tool_search" and raw.get("execution") != "client"):
+        if kind in HOSTED_TOOL_TYPES or (
+            kind == "tool_search" and raw.get("execution") != "client"
+        ):
             self.dropped.append(str(kind))
             return
         model = TOOL_MODELS.get(kind) if isinstance(kind, str) else None
@@ -214,15 +216,17 @@ def _decode_file(part: FilePart, param: str) -> str:
     if data.startswith("data:"):
         data = data.partition(",")[2]
     if len(data) > (MAX_FILE_BYTES * 4) // 3 + 8:
-        raise ApiError(413, f"input_file '{filename}' is larger than 1 MB.", param=param,
-                       code="file_too_large")
+        raise ApiError(
+            413, f"input_file '{filename}' is larger than 1 MB.", param=param, code="file_too_large"
+        )
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         raise invalid(f"input_file '{filename}' is not valid base64.", param=param) from None
     if len(raw) > MAX_FILE_BYTES:
-        raise ApiError(413, f"input_file '{filename}' is larger than 1 MB.", param=param,
-                       code="file_too_large")
+        raise ApiError(
+            413, f"input_file '{filename}' is larger than 1 MB.", param=param, code="file_too_large"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -257,8 +261,9 @@ def _user_content(
             parts.append({"type": "text", "text": part.refusal})
         elif isinstance(part, ImagePart):
             if not limits.supports_vision:
-                raise invalid("This model does not accept images.", param=where,
-                              code="image_not_supported")
+                raise invalid(
+                    "This model does not accept images.", param=where, code="image_not_supported"
+                )
             has_image = True
             image: dict[str, Any] = {"url": part.image_url}
             if part.detail in {"low", "high", "auto"}:
@@ -316,8 +321,10 @@ class _Messages:
             out.append({"role": "system", "content": "\n\n".join(self.system)})
         for message in self.messages:
             message.pop("_closed", None)
-            if message["role"] == "assistant" and message.get("content") is None and not message.get(
-                "tool_calls"
+            if (
+                message["role"] == "assistant"
+                and message.get("content") is None
+                and not message.get("tool_calls")
             ):
                 message["content"] = ""
             out.append(message)
@@ -525,9 +532,7 @@ def _add_item(
     elif isinstance(item, FunctionCallOutputItem | CustomToolCallOutputItem):
         messages.add_tool_result(item.call_id, _text_of(item.output))
     elif isinstance(item, ToolSearchOutputItem):
-        summary = [
-            {k: t[k] for k in ("type", "name", "description") if k in t} for t in item.tools
-        ]
+        summary = [{k: t[k] for k in ("type", "name", "description") if k in t} for t in item.tools]
         messages.add_tool_result(item.call_id or "", orjson.dumps(summary).decode())
     elif isinstance(item, ReasoningItem):
         parts = item.content or item.summary

@@ -162,13 +162,23 @@ class StreamTranslator:
         index = len(self.items)
         if kind == "message":
             item = _Item(kind, index, new_id("msg"))
-            added = {"id": item.item_id, "type": "message", "role": "assistant",
-                     "status": "in_progress", "content": []}
+            added = {
+                "id": item.item_id,
+                "type": "message",
+                "role": "assistant",
+                "status": "in_progress",
+                "content": [],
+            }
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
         else:
             item = _Item(kind, index, new_id("rs"))
-            added = {"id": item.item_id, "type": "reasoning", "summary": [], "content": [],
-                     "status": "in_progress"}
+            added = {
+                "id": item.item_id,
+                "type": "reasoning",
+                "summary": [],
+                "content": [],
+                "status": "in_progress",
+            }
             part = {"type": "reasoning_text", "text": ""}
         self.items.append(item)
         events.append({"type": "response.output_item.added", "output_index": index, "item": added})
@@ -218,8 +228,14 @@ class StreamTranslator:
             ref.kind, "function_call"
         )
         prefix = {"custom_tool_call": "ctc", "tool_search_call": "tsc"}.get(kind, "fc")
-        item = _Item(kind, len(self.items), new_id(prefix), call_id=call_id or new_id("call"),
-                     ref=ref, chat_name=chat_name)
+        item = _Item(
+            kind,
+            len(self.items),
+            new_id(prefix),
+            call_id=call_id or new_id("call"),
+            ref=ref,
+            chat_name=chat_name,
+        )
         self.items.append(item)
         events.append(
             {
@@ -236,20 +252,30 @@ class StreamTranslator:
         arguments = "" if added else "".join(item.text)
         if item.kind == "custom_tool_call":
             out: dict[str, Any] = {
-                "id": item.item_id, "type": "custom_tool_call", "status": status,
-                "call_id": item.call_id, "name": ref.name,
+                "id": item.item_id,
+                "type": "custom_tool_call",
+                "status": status,
+                "call_id": item.call_id,
+                "name": ref.name,
                 "input": "" if added else _custom_input(arguments),
             }
         elif item.kind == "tool_search_call":
             out = {
-                "id": item.item_id, "type": "tool_search_call", "status": status,
-                "call_id": item.call_id, "execution": "client",
+                "id": item.item_id,
+                "type": "tool_search_call",
+                "status": status,
+                "call_id": item.call_id,
+                "execution": "client",
                 "arguments": {} if added else _json_or_raw(arguments),
             }
         else:
             out = {
-                "id": item.item_id, "type": "function_call", "status": status,
-                "call_id": item.call_id, "name": ref.name, "arguments": arguments,
+                "id": item.item_id,
+                "type": "function_call",
+                "status": status,
+                "call_id": item.call_id,
+                "name": ref.name,
+                "arguments": arguments,
             }
         if ref.namespace and item.kind != "tool_search_call":
             out["namespace"] = ref.namespace
@@ -266,37 +292,66 @@ class StreamTranslator:
             item.done_item = done
             part = done["content"][0]
             return [
-                {"type": "response.output_text.done", **base, "content_index": 0, "text": text,
-                 "logprobs": []},
+                {
+                    "type": "response.output_text.done",
+                    **base,
+                    "content_index": 0,
+                    "text": text,
+                    "logprobs": [],
+                },
                 {"type": "response.content_part.done", **base, "content_index": 0, "part": part},
-                {"type": "response.output_item.done", "output_index": item.output_index,
-                 "item": done},
+                {
+                    "type": "response.output_item.done",
+                    "output_index": item.output_index,
+                    "item": done,
+                },
             ]
         if item.kind == "reasoning":
             part = {"type": "reasoning_text", "text": text}
-            done = {"id": item.item_id, "type": "reasoning", "summary": [], "content": [part],
-                    "status": "completed"}
+            done = {
+                "id": item.item_id,
+                "type": "reasoning",
+                "summary": [],
+                "content": [part],
+                "status": "completed",
+            }
             item.done_item = done
             return [
                 {"type": "response.reasoning_text.done", **base, "content_index": 0, "text": text},
                 {"type": "response.content_part.done", **base, "content_index": 0, "part": part},
-                {"type": "response.output_item.done", "output_index": item.output_index,
-                 "item": done},
+                {
+                    "type": "response.output_item.done",
+                    "output_index": item.output_index,
+                    "item": done,
+                },
             ]
         done = self._call_item(item, "completed")
         item.done_item = done
         events: list[Event] = []
         if item.kind == "function_call":
-            events.append({"type": "response.function_call_arguments.done", **base,
-                           "name": done["name"], "arguments": done["arguments"]})
+            events.append(
+                {
+                    "type": "response.function_call_arguments.done",
+                    **base,
+                    "name": done["name"],
+                    "arguments": done["arguments"],
+                }
+            )
         elif item.kind == "custom_tool_call":
             if done["input"]:
-                events.append({"type": "response.custom_tool_call_input.delta", **base,
-                               "delta": done["input"]})
-            events.append({"type": "response.custom_tool_call_input.done", **base,
-                           "input": done["input"]})
-        events.append({"type": "response.output_item.done", "output_index": item.output_index,
-                       "item": done})
+                events.append(
+                    {
+                        "type": "response.custom_tool_call_input.delta",
+                        **base,
+                        "delta": done["input"],
+                    }
+                )
+            events.append(
+                {"type": "response.custom_tool_call_input.done", **base, "input": done["input"]}
+            )
+        events.append(
+            {"type": "response.output_item.done", "output_index": item.output_index, "item": done}
+        )
         return events
 
     def close_items(self) -> list[Event]:

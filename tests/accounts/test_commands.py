@@ -20,10 +20,33 @@ def run(*args, **kwargs) -> str:
 def test_provisioning_commands_are_idempotent():
     for _ in range(2):
         run("create_org", "acme", "--name", "Acme")
-        run("add_backend", "--org", "acme", "--name", "gpu1", "--url", "http://127.0.0.1:9/v1",
-            "--dialect", "vllm", "--max-concurrency", "4", "--api-key", "upstream-secret")
-        run("add_model", "qwen3", "--org", "acme", "--backend", "gpu1",
-            "--upstream-name", "Qwen/Qwen3-8B", "--context-window", "32768")
+        run(
+            "add_backend",
+            "--org",
+            "acme",
+            "--name",
+            "gpu1",
+            "--url",
+            "http://127.0.0.1:9/v1",
+            "--dialect",
+            "vllm",
+            "--max-concurrency",
+            "4",
+            "--api-key",
+            "upstream-secret",
+        )
+        run(
+            "add_model",
+            "qwen3",
+            "--org",
+            "acme",
+            "--backend",
+            "gpu1",
+            "--upstream-name",
+            "Qwen/Qwen3-8B",
+            "--context-window",
+            "32768",
+        )
         run("add_member", "--org", "acme", "--email", "ops@example.com", "--role", "admin")
     assert Organisation.objects.count() == 1
     assert Backend.objects.get().dialect == "vllm"
@@ -47,8 +70,19 @@ def test_add_model_with_another_backend_adds_that_backend():
 @pytest.mark.django_db
 def test_create_api_key_prints_the_key_alone_on_the_last_line_and_makes_a_new_one_each_time():
     run("create_org", "acme")
-    first = run("create_api_key", "--org", "acme", "--name", "ci", "--models", "a,b",
-                "--rpm", "60", "--expires", "2030-01-01T00:00:00Z").splitlines()[-1]
+    first = run(
+        "create_api_key",
+        "--org",
+        "acme",
+        "--name",
+        "ci",
+        "--models",
+        "a,b",
+        "--rpm",
+        "60",
+        "--expires",
+        "2030-01-01T00:00:00Z",
+    ).splitlines()[-1]
     second = run("create_api_key", "--org", "acme", "--name", "ci").splitlines()[-1]
     assert first != second
     key = ApiKey.objects.get(key_hash=hash_key(first))
@@ -76,10 +110,19 @@ def test_trace_prints_every_field_of_the_row(people):
     from responses_api.models import UsageLog
 
     row = UsageLog.objects.create(
-        request_id="7c3c2a4e-5a43-4f7e-9b5e-1f0f6a3c9d10", organisation=people["acme"],
-        key_prefix="sy_sk_abcd1234", model="m", backend_name="gpu1", endpoint="/responses",
-        status=499, note="Client disconnected", notices=["store_ignored"], input_tokens=10,
-        output_tokens=3, ttft_ms=12.5, duration_ms=40.0,
+        request_id="7c3c2a4e-5a43-4f7e-9b5e-1f0f6a3c9d10",
+        organisation=people["acme"],
+        key_prefix="sy_sk_abcd1234",
+        model="m",
+        backend_name="gpu1",
+        endpoint="/responses",
+        status=499,
+        note="Client disconnected",
+        notices=["store_ignored"],
+        input_tokens=10,
+        output_tokens=3,
+        ttft_ms=12.5,
+        duration_ms=40.0,
     )
     data = json.loads(run("trace", str(row.request_id)))
     assert data["organisation"]["slug"] == "acme"

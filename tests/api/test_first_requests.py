@@ -35,7 +35,9 @@ def test_message_items_with_instructions(client):
     response = client.responses.create(
         model="sim-model",
         instructions="Answer briefly.",
-        input=[{"role": "user", "content": [{"type": "input_text", "text": "[[text:Hello there]]"}]}],
+        input=[
+            {"role": "user", "content": [{"type": "input_text", "text": "[[text:Hello there]]"}]}
+        ],
     )
     assert response.output_text == "Hello there"
     assert response.instructions == "Answer briefly."
@@ -61,9 +63,11 @@ def test_models_lists_the_organisations_models(client):
 
 
 def test_backend_headers_and_server_timing(api_server, acme):
-    response = httpx.post(api_server.url + "/v1/responses",
-                          headers={"authorization": f"Bearer {acme.key}"},
-                          json={"model": "sim-model", "input": "hi"})
+    response = httpx.post(
+        api_server.url + "/v1/responses",
+        headers={"authorization": f"Bearer {acme.key}"},
+        json={"model": "sim-model", "input": "hi"},
+    )
     assert response.headers["x-backend-id"] == str(acme.backend.id)
     assert response.headers["x-backend-name"] == "sim"
     assert "ttft;dur=" in response.headers["server-timing"]
@@ -82,43 +86,80 @@ def _assert_envelope(response: httpx.Response, status: int, code: str | None = N
     return error
 
 
-@pytest.mark.parametrize("headers", [
-    {}, {"authorization": "Bearer sy_sk_wrong"}, {"authorization": "Basic abc"},
-    {"x-api-key": "nope"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"authorization": "Bearer sy_sk_wrong"},
+        {"authorization": "Basic abc"},
+        {"x-api-key": "nope"},
+    ],
+)
 def test_bad_keys_get_401_with_envelope_and_leave_no_row(api_server, acme, headers):
-    response = httpx.post(api_server.url + "/v1/responses", headers=headers,
-                          json={"model": "sim-model", "input": "hi"})
+    response = httpx.post(
+        api_server.url + "/v1/responses",
+        headers=headers,
+        json={"model": "sim-model", "input": "hi"},
+    )
     error = _assert_envelope(response, 401, "invalid_api_key")
     assert error["type"] == "authentication_error"
     assert usage_rows() == []
 
 
 def test_x_api_key_header_is_accepted(api_server, acme):
-    response = httpx.post(api_server.url + "/v1/responses", headers={"x-api-key": acme.key},
-                          json={"model": "sim-model", "input": "hi"})
+    response = httpx.post(
+        api_server.url + "/v1/responses",
+        headers={"x-api-key": acme.key},
+        json={"model": "sim-model", "input": "hi"},
+    )
     assert response.status_code == 200
 
 
-@pytest.mark.parametrize("body,content_type,status,code,param", [
-    (b"{not json", "application/json", 400, "invalid_json", None),
-    (b"[]", "application/json", 400, "invalid_json", None),
-    (b"model=x", "application/x-www-form-urlencoded", 415, "unsupported_media_type", None),
-    (b'{"model": "sim-model", "input": "hi", "messages": []}', "application/json", 400,
-     "unknown_parameter", "messages"),
-    (b'{"model": "sim-model"}', "application/json", 400, "missing_required_parameter", "input"),
-    (b'{"model": "sim-model", "input": "hi", "max_output_tokens": 0}', "application/json", 400,
-     "invalid_value", "max_output_tokens"),
-    (b'{"model": "sim-model", "input": "hi", "temperature": 3}', "application/json", 400,
-     "invalid_value", "temperature"),
-    (b'{"model": "gpt-5-codex", "input": "hi"}', "application/json", 404, "model_not_found",
-     "model"),
-])
-def test_bad_requests_get_an_envelope_and_one_row(api_server, acme, body, content_type, status,
-                                                   code, param):
-    response = httpx.post(api_server.url + "/v1/responses", content=body,
-                          headers={"authorization": f"Bearer {acme.key}",
-                                   "content-type": content_type})
+@pytest.mark.parametrize(
+    "body,content_type,status,code,param",
+    [
+        (b"{not json", "application/json", 400, "invalid_json", None),
+        (b"[]", "application/json", 400, "invalid_json", None),
+        (b"model=x", "application/x-www-form-urlencoded", 415, "unsupported_media_type", None),
+        (
+            b'{"model": "sim-model", "input": "hi", "messages": []}',
+            "application/json",
+            400,
+            "unknown_parameter",
+            "messages",
+        ),
+        (b'{"model": "sim-model"}', "application/json", 400, "missing_required_parameter", "input"),
+        (
+            b'{"model": "sim-model", "input": "hi", "max_output_tokens": 0}',
+            "application/json",
+            400,
+            "invalid_value",
+            "max_output_tokens",
+        ),
+        (
+            b'{"model": "sim-model", "input": "hi", "temperature": 3}',
+            "application/json",
+            400,
+            "invalid_value",
+            "temperature",
+        ),
+        (
+            b'{"model": "gpt-5-codex", "input": "hi"}',
+            "application/json",
+            404,
+            "model_not_found",
+            "model",
+        ),
+    ],
+)
+def test_bad_requests_get_an_envelope_and_one_row(
+    api_server, acme, body, content_type, status, code, param
+):
+    response = httpx.post(
+        api_server.url + "/v1/responses",
+        content=body,
+        headers={"authorization": f"Bearer {acme.key}", "content-type": content_type},
+    )
     error = _assert_envelope(response, status, code)
     assert error["param"] == param
     rows = wait_rows(organisation=acme.organisation)
@@ -137,8 +178,9 @@ def test_wrong_method_and_unknown_route(api_server, acme):
     auth = {"authorization": f"Bearer {acme.key}"}
     _assert_envelope(httpx.get(api_server.url + "/v1/responses", headers=auth), 405)
     _assert_envelope(httpx.get(api_server.url + "/v1/nothing-here", headers=auth), 404)
-    _assert_envelope(httpx.post(api_server.url + "/v1/responses/compact", headers=auth, json={}),
-                     404)
+    _assert_envelope(
+        httpx.post(api_server.url + "/v1/responses/compact", headers=auth, json={}), 404
+    )
 
 
 def test_a_key_cannot_use_another_organisations_model(api_server, provision, simulator):

@@ -26,6 +26,4 @@ class Command(BaseCommand):
             organisation=org, email=options["email"], role=options["role"], password=password
         )
         who = "Created user" if created else "User"
-        self.stdout.write(
-            f"{who} {membership.user.username} is {membership.role} of {org.slug}"
-        )
+        self.stdout.write(f"{who} {membership.user.username} is {membership.role} of {org.slug}")

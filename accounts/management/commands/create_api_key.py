@@ -13,7 +13,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--org", required=True)
         parser.add_argument("--name", required=True)
-        parser.add_argument("--models", default="", help="Comma-separated model ids (default: all).")
+        parser.add_argument(
+            "--models", default="", help="Comma-separated model ids (default: all)."
+        )
         parser.add_argument("--rpm", type=int)
         parser.add_argument("--tpm", type=int)
         parser.add_argument("--concurrency", type=int)
@@ -34,8 +36,12 @@ class Command(BaseCommand):
                 raise CommandError(f"--{flag} must be a positive integer.")
         models = [m.strip() for m in options["models"].split(",") if m.strip()]
         key, raw = api_key_create(
-            organisation=org, name=options["name"], allowed_models=models,
-            rpm=options["rpm"], tpm=options["tpm"], concurrency=options["concurrency"],
+            organisation=org,
+            name=options["name"],
+            allowed_models=models,
+            rpm=options["rpm"],
+            tpm=options["tpm"],
+            concurrency=options["concurrency"],
             expires_at=expires,
         )
         self.stdout.write(

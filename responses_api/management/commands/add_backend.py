@@ -1,6 +1,6 @@
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import URLValidator
-from django.core.exceptions import ValidationError
 
 from accounts.management.commands._common import get_org
 from responses_api.models import Backend
@@ -25,8 +25,11 @@ class Command(BaseCommand):
         except ValidationError:
             raise CommandError(f"--url {options['url']!r} is not an http(s) URL.") from None
         backend, created = backend_ensure(
-            organisation=org, name=options["name"], base_url=options["url"],
-            api_key=options["api_key"], dialect=options["dialect"],
+            organisation=org,
+            name=options["name"],
+            base_url=options["url"],
+            api_key=options["api_key"],
+            dialect=options["dialect"],
             max_concurrency=options["max_concurrency"],
         )
         verb = "Created" if created else "Updated"

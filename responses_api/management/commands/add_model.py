@@ -22,12 +22,18 @@ class Command(BaseCommand):
         if backend is None:
             raise CommandError(f"No backend named '{options['backend']}' in {org.slug}.")
         model, created = model_ensure(
-            organisation=org, public_id=options["public_id"], backend=backend,
-            upstream_name=options["upstream_name"], context_window=options["context_window"],
+            organisation=org,
+            public_id=options["public_id"],
+            backend=backend,
+            upstream_name=options["upstream_name"],
+            context_window=options["context_window"],
             max_output_tokens=options["max_output_tokens"],
         )
         verb = "Created" if created else "Updated"
         backends = ", ".join(
-            f"{d.backend.name} as {d.upstream_name}" for d in model.deployments.select_related("backend")
+            f"{d.backend.name} as {d.upstream_name}"
+            for d in model.deployments.select_related("backend")
         )
-        self.stdout.write(f"{verb} model {model.public_id} id={model.id} in {org.slug}; served by {backends}")
+        self.stdout.write(
+            f"{verb} model {model.public_id} id={model.id} in {org.slug}; served by {backends}"
+        )

@@ -18,9 +18,11 @@ class Command(BaseCommand):
             uuid.UUID(request_id)
         except ValueError:
             raise CommandError(f"{request_id!r} is not a request id (a UUID).") from None
-        row = UsageLog.objects.select_related("organisation", "api_key", "backend").filter(
-            request_id=request_id
-        ).first()
+        row = (
+            UsageLog.objects.select_related("organisation", "api_key", "backend")
+            .filter(request_id=request_id)
+            .first()
+        )
         if row is None:
             raise CommandError(f"No request {request_id} in the usage log.")
         self.stdout.write(json.dumps(usage_row_dict(row), indent=2))

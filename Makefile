@@ -1,0 +1,29 @@
+# One command each: run, test, lint, fix, bench. CI calls the same ones.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: install run test lint fix bench
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py run_embedded
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+fix: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
