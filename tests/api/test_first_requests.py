@@ -202,3 +202,27 @@ def test_a_key_limited_to_other_models_gets_403(api_server, provision, simulator
         client.responses.create(model="sim-model", input="hi")
     assert error.value.status_code == 403
     assert error.value.body["code"] == "model_not_allowed"
+
+
+def test_a_key_from_the_provisioning_commands_works(api_server, simulator):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    def run(*args):
+        out = StringIO()
+        call_command(*args, stdout=out)
+        return out.getvalue()
+
+    run("create_org", "ops", "--name", "Ops")
+    run("add_backend", "--org", "ops", "--name", "gpu1", "--url", simulator.url)
+    run("add_model", "ops-model", "--org", "ops", "--backend", "gpu1", "--upstream-name",
+        "sim-model")
+    key = run("create_api_key", "--org", "ops", "--name", "ci").splitlines()[-1]
+    client = OpenAI(base_url=api_server.url + "/v1", api_key=key, max_retries=0)
+    response = client.responses.create(model="ops-model", input="[[text:provisioned]]")
+    assert response.output_text == "provisioned"
+    row = wait_rows(organisation__slug="ops")[0]
+    assert row.backend_name == "gpu1" and row.status == 200
+    trace = run("trace", str(row.request_id))
+    assert '"slug": "ops"' in trace
