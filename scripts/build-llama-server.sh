@@ -17,7 +17,8 @@
 set -euo pipefail
 
 VERSION="0.3.36"
-CACHE_ROOT="${SWITCHYARD_CACHE_DIR:-${HOME}/.cache/switchyard}"
+HOME_DIR="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
+CACHE_ROOT="${SWITCHYARD_CACHE_DIR:-${HOME_DIR}/.cache/switchyard}"
 DEST_DIR="${CACHE_ROOT}/llama-server-${VERSION}"
 BIN="${DEST_DIR}/bin/llama-server"
 PY="${PYTHON:-python3}"
@@ -53,6 +54,8 @@ mkdir -p "${DEST_DIR}/bin"
 WORK="$(mktemp -d "${CACHE_ROOT}/.build-llama-server.XXXXXX")"
 cleanup() { rm -rf "${WORK}"; }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 start=$(date +%s)
 log "downloading llama-cpp-python==${VERSION} sdist into ${WORK}"
