@@ -103,7 +103,9 @@ def _is_tag(part: str | int, previous: str | int | None) -> bool:
         return True
     if part.startswith(("list[", "dict[", "function-", "literal[", "tagged-union[")):
         return True
-    return isinstance(previous, int) and part in _DISCRIMINATOR_TAGS
+    # Discriminator values follow a list index (content parts, tools) or a
+    # union-typed field such as text.format.
+    return (isinstance(previous, int) or previous == "format") and part in _DISCRIMINATOR_TAGS
 
 
 def _clean_loc(loc: Sequence[str | int]) -> list[str | int]:
@@ -121,11 +123,13 @@ def from_validation_error(exc: ValidationError, prefix: Sequence[str | int] = ()
     from responses_api.protocol import RefusedParameter
 
     errors = exc.errors(include_url=False)
-    # Prefer the most specific error: pydantic lists one per union member.
+    # Prefer the most specific error: pydantic lists one per union member, and
+    # a validator's own message (value_error) says more than "not a string".
     first = errors[0]
-    for err in errors:
-        if err["type"] == "extra_forbidden":
-            first = err
+    for wanted in ("extra_forbidden", "value_error"):
+        match = next((err for err in errors if err["type"] == wanted), None)
+        if match is not None:
+            first = match
             break
     ctx_error = (first.get("ctx") or {}).get("error")
     if isinstance(ctx_error, RefusedParameter):
@@ -143,6 +147,8 @@ def from_validation_error(exc: ValidationError, prefix: Sequence[str | int] = ()
     message = first["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
+        if message[:1].islower():
+            message = f"Invalid value for '{param}': {message}."
     if first["type"] in {
         "string_type",
         "int_type",

@@ -537,8 +537,9 @@ def _budget_notice(exchange: Exchange, translator: StreamTranslator, plan: ChatP
 
 
 async def _first_bytes(iterator, on_wait: Callable[[], Awaitable[None]] | None) -> bytes | None:
-    """Wait for the backend's first bytes, calling ``on_wait`` every keep-alive
-    interval (clients such as Codex reset idle timers only on events)."""
+    """Wait for the backend's next bytes, calling ``on_wait`` every keep-alive
+    interval while none come (clients such as Codex reset idle timers only on
+    events, SPEC §4.6)."""
     interval = settings.SWITCHYARD_KEEPALIVE_SECONDS
     pending = asyncio.ensure_future(anext(iterator))
     try:
@@ -586,7 +587,7 @@ async def _relay_stream(
                 await responder.chunk(writer.encode(events))
             if reader.done:
                 break
-            data = await anext(iterator, None)
+            data = await _first_bytes(iterator, keepalive)
     except (_StreamError, UpstreamProtocolError, httpx.HTTPError) as exc:
         code, message = _failure(exc)
         exchange.take_usage(translator)
@@ -614,8 +615,9 @@ class _StreamError(Exception):
 def _failure(exc: Exception) -> tuple[str, str]:
     if isinstance(exc, _StreamError):
         message = str(exc.error.get("message") or "the backend reported an error")
-        lowered = message.lower()
-        if "rate" in lowered and "limit" in lowered:
+        # Servers name the kind in `type` or `code` (or only in the message).
+        lowered = " ".join(str(exc.error.get(k) or "") for k in ("type", "code", "message")).lower()
+        if ("rate" in lowered and "limit" in lowered) or "429" in lowered:
             return "rate_limit_exceeded", message
         if any(w in lowered for w in ("context", "too long", "invalid", "prompt")):
             return "invalid_prompt", message

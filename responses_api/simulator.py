@@ -7,14 +7,24 @@ answer. What it does is steered by directives in the last user message:
 ``[[tokens:N]]``          answer with N words (default 16, capped by max_tokens)
 ``[[text:...]]``          answer with exactly this text
 ``[[reason:...]]``        think this text first (also on when thinking is enabled)
+``[[reason-field:NAME]]``  send reasoning as ``NAME`` (``reasoning_content`` by default,
+                          ``reasoning`` as vLLM ≥ 0.10 and Ollama do)
 ``[[call:NAME {json}]]``  call a tool (several directives → parallel calls)
+``[[interleave]]``        stream parallel calls' arguments interleaved, piece by piece
+``[[exec:COMMAND]]``      call Codex's shell tool (``exec_command``) with this command
+``[[edit:PATH OLD=>NEW]]`` call ``apply_patch`` with a patch replacing line OLD by NEW
+``[[write:PATH TEXT]]``   call ``apply_patch`` with a patch adding file PATH holding TEXT
+``[[finish:REASON]]``     end with this finish_reason (``length``, ``content_filter``)
 ``[[delay:MS]]``          wait before the first token
 ``[[rate:N]]``            stream N tokens per second
 ``[[status:CODE]]``       answer with this HTTP error status before streaming
-``[[fail-after:N]]``      break the stream with an error after N tokens
+``[[fail-after:N KIND]]`` break the stream with an error after N tokens; KIND is
+                          ``server`` (default), ``rate_limit`` or ``invalid_prompt``
 ``[[drop-after:N]]``      cut the connection after N tokens
 
-After a tool result the simulator answers with "Tool result: <output>".
+With a ``json_schema`` response format and no ``[[text:...]]``, the answer is
+a JSON document generated from the schema; with ``json_object``, a small
+object. After a tool result the simulator answers with "Tool result: <output>".
 It models a prefix cache (``cached_tokens`` = the longest prefix of this
 prompt it processed recently) and an optional concurrency limit, and keeps
 counters at ``GET /_sim/stats`` so tests can see what it produced and
@@ -26,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import re
 import time
 from collections import OrderedDict
@@ -206,20 +217,30 @@ class Simulator:
             directives.setdefault(name, []).append(value)
         max_tokens = request.get("max_tokens") or request.get("max_completion_tokens")
         thinking = bool(directives.get("reason")) or _thinking_on(request)
+        fail = (directives.get("fail-after") or ["-1"])[0].split()
         plan: dict[str, Any] = {
             "reasoning": (directives.get("reason") or [""])[0] or (REASONING if thinking else ""),
+            "reasoning_field": (directives.get("reason-field") or ["reasoning_content"])[0],
             "calls": [],
+            "interleave": "interleave" in directives,
             "delay": float((directives.get("delay") or ["0"])[0]) / 1000,
             "rate": float((directives.get("rate") or ["0"])[0]),
             "status": int((directives.get("status") or ["0"])[0]),
-            "fail_after": int((directives.get("fail-after") or ["-1"])[0]),
+            "fail_after": int(fail[0]),
+            "fail_kind": fail[1] if len(fail) > 1 else "server",
             "drop_after": int((directives.get("drop-after") or ["-1"])[0]),
         }
+        response_format = request.get("response_format") or {}
         if last.get("role") == "tool":
             text = f"Tool result: {_text_of(last.get('content'))}"
             words = _split(text)
         elif "text" in directives:
             words = _split(directives["text"][0])
+        elif response_format.get("type") == "json_schema":
+            schema = (response_format.get("json_schema") or {}).get("schema") or {}
+            words = _split(json.dumps(_from_schema(schema, schema)))
+        elif response_format.get("type") == "json_object":
+            words = _split('{"answer": "the quick brown fox"}')
         else:
             count = int((directives.get("tokens") or ["16"])[0])
             seed = int(hashlib.sha256(_text_of(last_user.get("content")).encode()).hexdigest(), 16)
@@ -232,9 +253,12 @@ class Simulator:
                 name, _, arguments = value.strip().partition(" ")
                 if name in tool_names:
                     plan["calls"].append((name, arguments.strip() or "{}"))
+            plan["calls"].extend(_codex_calls(directives, tool_names))
             if plan["calls"]:
                 words = []
         finish = "tool_calls" if plan["calls"] else "stop"
+        if directives.get("finish"):
+            finish = directives["finish"][0]
         if max_tokens is not None and len(words) > max_tokens:
             words = words[:max_tokens]
             finish = "length"
@@ -353,12 +377,12 @@ class Simulator:
             if not await pace(produced == 0):
                 return False
             if produced == plan["fail_after"]:
+                error = FAILURES.get(plan["fail_kind"], FAILURES["server"])
                 await send(
                     {
                         "type": "http.response.body",
                         "more_body": True,
-                        "body": b'data: {"error": {"message": "simulated failure mid-stream",'
-                        b' "type": "server_error"}}\n\n',
+                        "body": b"data: " + orjson.dumps({"error": error}) + b"\n\n",
                     }
                 )
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -376,26 +400,15 @@ class Simulator:
                 return self._note_disconnect()
             reasoning_words = _split(plan["reasoning"]) if plan["reasoning"] else []
             for word in reasoning_words:
-                if not await token({"reasoning_content": word}):
+                if not await token({plan["reasoning_field"]: word}):
                     return self._note_disconnect()
             for word in plan["words"]:
                 if not await token({"content": word}):
                     return self._note_disconnect()
-            for index, (name, arguments) in enumerate(plan["calls"]):
-                call_id = f"call_{hashlib.sha1(f'{cid}{index}'.encode()).hexdigest()[:12]}"
-                first = {
-                    "index": index,
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": name, "arguments": ""},
-                }
-                if not await emit({"tool_calls": [first]}):
+            for delta, counts in _call_deltas(plan["calls"], cid, plan["interleave"]):
+                sent = await token(delta) if counts else await emit(delta)
+                if not sent:
                     return self._note_disconnect()
-                # Arguments arrive in pieces, as real servers send them.
-                for piece in _pieces(arguments, 7):
-                    delta = {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
-                    if not await token(delta):
-                        return self._note_disconnect()
             if not await emit({}, plan["finish"]):
                 return self._note_disconnect()
             if (request.get("stream_options") or {}).get("include_usage"):
@@ -448,6 +461,120 @@ class Simulator:
 
 class _Stop(Exception):
     pass
+
+
+FAILURES = {
+    "server": {"message": "simulated failure mid-stream", "type": "server_error"},
+    "rate_limit": {
+        "message": "simulated rate limit mid-stream",
+        "type": "rate_limit_error",
+        "code": "rate_limit_exceeded",
+    },
+    "invalid_prompt": {
+        "message": "simulated invalid prompt",
+        "type": "invalid_request_error",
+        "code": "invalid_prompt",
+    },
+}
+
+
+def _call_deltas(calls: list[tuple[str, str]], cid: str, interleave: bool):
+    """The chat deltas of ``calls``: ``(delta, counts_as_a_token)``.
+
+    Arguments arrive in 7-character pieces, as real servers send them (cut
+    anywhere, escapes included). Sequential by default (vLLM, SGLang);
+    interleaved across calls on request, to exercise clients' bookkeeping.
+    """
+    heads = []
+    pieces = []
+    for index, (name, arguments) in enumerate(calls):
+        call_id = f"call_{hashlib.sha1(f'{cid}{index}'.encode()).hexdigest()[:12]}"
+        heads.append(
+            {
+                "index": index,
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }
+        )
+        pieces.append(list(_pieces(arguments, 7)))
+    if not interleave:
+        for index, head in enumerate(heads):
+            yield {"tool_calls": [head]}, False
+            for piece in pieces[index]:
+                yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, True
+        return
+    for head in heads:
+        yield {"tool_calls": [head]}, False
+    for step in range(max((len(p) for p in pieces), default=0)):
+        for index, own in enumerate(pieces):
+            if step < len(own):
+                delta = {"index": index, "function": {"arguments": own[step]}}
+                yield {"tool_calls": [delta]}, True
+
+
+def _codex_calls(directives: dict[str, list[str]], tool_names: set[Any]) -> list[tuple[str, str]]:
+    """Calls of Codex's tools asked for by ``[[exec:...]]``, ``[[edit:...]]``
+    and ``[[write:...]]``; only when the request offers the tool."""
+    calls = []
+    for command in directives.get("exec", ()):
+        if "exec_command" in tool_names:
+            # login=false runs `bash -c` instead of a login shell: faster, no profile.
+            arguments = {"cmd": command.strip(), "login": False}
+            calls.append(("exec_command", orjson.dumps(arguments).decode()))
+    if "apply_patch" in tool_names:
+        for value in directives.get("edit", ()):
+            path, _, change = value.strip().partition(" ")
+            old, _, new = change.partition("=>")
+            patch = (
+                f"*** Begin Patch\n*** Update File: {path}\n@@\n-{old.strip()}\n"
+                f"+{new.strip()}\n*** End Patch\n"
+            )
+            calls.append(("apply_patch", orjson.dumps({"input": patch}).decode()))
+        for value in directives.get("write", ()):
+            path, _, text = value.strip().partition(" ")
+            lines = "".join(f"+{line}\n" for line in text.split("\\n"))
+            patch = f"*** Begin Patch\n*** Add File: {path}\n{lines}*** End Patch\n"
+            calls.append(("apply_patch", orjson.dumps({"input": patch}).decode()))
+    return calls
+
+
+def _from_schema(schema: Any, root: dict[str, Any], depth: int = 0) -> Any:
+    """A deterministic JSON value valid against ``schema`` (the subset of JSON
+    Schema that structured outputs use: objects, arrays, enums, $ref, anyOf)."""
+    if not isinstance(schema, dict) or depth > 12:
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        return _from_schema(target, root, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return _from_schema(schema[key][0], root, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        return {name: _from_schema(sub, root, depth + 1) for name, sub in props.items()}
+    if kind == "array":
+        count = max(1, int(schema.get("minItems") or 1))
+        return [_from_schema(schema.get("items") or {}, root, depth + 1) for _ in range(count)]
+    if kind == "string":
+        return "the quick brown fox"
+    if kind == "integer":
+        return int(schema.get("minimum") or 7)
+    if kind == "number":
+        return float(schema.get("minimum") or 1.5)
+    if kind == "boolean":
+        return True
+    return None
 
 
 def _thinking_on(request: dict[str, Any]) -> bool:

@@ -2,6 +2,25 @@
 
 SPEC §3: the dialect decides how reasoning and thinking budgets are passed.
 Pure functions on the chat request body; no I/O.
+
+What each server accepts (from their OpenAI-compatible request models; all
+four ignore request fields they do not know, which is what makes sending the
+budget fields of newer versions safe against older ones):
+
+- vLLM: ``chat_template_kwargs`` reach the Jinja template (Qwen3/GLM read
+  ``enable_thinking``, DeepSeek-V3.1 reads ``thinking``); ``reasoning_effort``
+  is read by gpt-oss (harmony) models; ``thinking_token_budget`` is the
+  per-request budget of recent versions. Unknown fields are logged and ignored.
+- SGLang: the same ``chat_template_kwargs``; ``separate_reasoning`` asks for
+  reasoning in ``reasoning_content`` rather than inline ``<think>`` text;
+  ``thinking_budget`` is an assumption (SGLang budgets thinking through a
+  custom logit processor; where absent the field is ignored).
+- llama.cpp server (``--jinja``): ``chat_template_kwargs`` per request;
+  ``thinking_budget_tokens`` is an assumption for the per-request form of
+  ``--reasoning-budget``; ignored where unsupported.
+- Ollama: its OpenAI layer maps ``reasoning_effort`` (including ``"none"``) to
+  its ``think`` switch; ``think`` is also sent for versions that read it
+  directly. No budget.
 """
 
 from __future__ import annotations
@@ -55,5 +74,8 @@ def apply_reasoning(
         body["think"] = thinking
         if thinking and effort:
             body["reasoning_effort"] = "high" if effort == "xhigh" else effort
+        elif not thinking:
+            # Without it, thinking models served by Ollama think by default.
+            body["reasoning_effort"] = "none"
         return False
     raise ValueError(f"unknown dialect {dialect!r}")

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from responses_api.translate.partial_json import StringFieldDecoder
 from responses_api.translate.request import ToolRef
 from responses_api.translate.response import envelope, message_item, usage_dict
 
@@ -40,6 +41,9 @@ class _Item:
     chat_name: str = ""
     closed: bool = False
     done_item: dict[str, Any] | None = None
+    # custom tool calls: the decoded ``input`` streamed so far
+    decoder: StringFieldDecoder | None = None
+    streamed: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -221,6 +225,19 @@ class StreamTranslator:
                         "delta": arguments,
                     }
                 )
+            elif item.decoder is not None:
+                decoded = item.decoder.feed(arguments)
+                if decoded:
+                    events.append(self._custom_delta(item, decoded))
+
+    def _custom_delta(self, item: _Item, text: str) -> Event:
+        item.streamed.append(text)
+        return {
+            "type": "response.custom_tool_call_input.delta",
+            "item_id": item.item_id,
+            "output_index": item.output_index,
+            "delta": text,
+        }
 
     def _open_call(self, call_id: str | None, chat_name: str, events: list[Event]) -> _Item:
         ref = self.tools.get(chat_name) or ToolRef(kind="function", name=chat_name)
@@ -236,6 +253,8 @@ class StreamTranslator:
             ref=ref,
             chat_name=chat_name,
         )
+        if kind == "custom_tool_call":
+            item.decoder = StringFieldDecoder("input")
         self.items.append(item)
         events.append(
             {
@@ -257,7 +276,7 @@ class StreamTranslator:
                 "status": status,
                 "call_id": item.call_id,
                 "name": ref.name,
-                "input": "" if added else _custom_input(arguments),
+                "input": "" if added else self._final_input(item, arguments),
             }
         elif item.kind == "tool_search_call":
             out = {
@@ -280,6 +299,21 @@ class StreamTranslator:
         if ref.namespace and item.kind != "tool_search_call":
             out["namespace"] = ref.namespace
         return out
+
+    @staticmethod
+    def _final_input(item: _Item, arguments: str) -> str:
+        """The custom tool's input; always extends what was already streamed,
+        so the deltas concatenate to the ``.done`` input."""
+        decoder = item.decoder
+        streamed = "".join(item.streamed)
+        if decoder is not None and decoder.complete:
+            return decoder.text
+        whole = _custom_input(arguments)
+        if whole.startswith(streamed):
+            return whole
+        # Cut short (finish_reason length) or malformed after a good start:
+        # the decoded prefix is the best account of what the model wrote.
+        return streamed
 
     # --- closing -------------------------------------------------------------
 
@@ -338,14 +372,11 @@ class StreamTranslator:
                 }
             )
         elif item.kind == "custom_tool_call":
-            if done["input"]:
-                events.append(
-                    {
-                        "type": "response.custom_tool_call_input.delta",
-                        **base,
-                        "delta": done["input"],
-                    }
-                )
+            streamed = "".join(item.streamed)
+            if len(done["input"]) > len(streamed):
+                # What the incremental decoder could not stream (a reply shaped
+                # otherwise than {"input": "..."}) goes out as one last delta.
+                events.append(self._custom_delta(item, done["input"][len(streamed) :]))
             events.append(
                 {"type": "response.custom_tool_call_input.done", **base, "input": done["input"]}
             )

@@ -1,0 +1,85 @@
+"""Random bodies and field types never produce a 5xx (SPEC §4.7)."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+WORDS = [
+    "auto", "none", "required", "function", "custom", "namespace", "tool_search", "client",
+    "message", "user", "assistant", "developer", "system", "input_text", "output_text",
+    "input_image", "input_file", "function_call", "function_call_output", "custom_tool_call",
+    "reasoning", "json_schema", "json_object", "text", "high", "a.txt", "sim-model",
+    "data:image/png;base64,AAAA", "[[tokens:2]]", "[[call:f {}]]",
+]  # fmt: skip
+KEYS = [
+    "type", "role", "content", "text", "name", "call_id", "arguments", "input", "output",
+    "tools", "format", "schema", "effort", "max_tokens", "image_url", "file_data", "filename",
+    "execution", "namespace", "parameters", "strict", "mode", "verbosity", "id", "summary",
+]  # fmt: skip
+FIELDS = [
+    "model", "input", "instructions", "stream", "max_output_tokens", "temperature", "top_p",
+    "tools", "tool_choice", "parallel_tool_calls", "max_tool_calls", "text", "reasoning",
+    "include", "store", "metadata", "user", "top_logprobs", "truncation", "background",
+    "client_metadata", "stream_options", "prompt_cache_key", "service_tier", "messages",
+]  # fmt: skip
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+    | st.sampled_from(WORDS)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+bodies = (
+    st.fixed_dictionaries(
+        {"model": st.sampled_from(["sim-model", "gpt-5-codex"]) | values},
+        optional={name: values for name in FIELDS if name != "model"},
+    )
+    | values
+)
+
+
+@pytest.fixture
+def endpoint(api_server, provision, simulator):
+    tenant = provision("acme", simulator.url)
+    http = httpx.Client(
+        base_url=api_server.url, headers={"authorization": f"Bearer {tenant.key}"}, timeout=30
+    )
+    yield http
+    http.close()
+
+
+def test_random_bodies_get_a_2xx_or_a_4xx_envelope(endpoint):
+    @settings(
+        max_examples=200,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(body=bodies)
+    def check(body):
+        response = endpoint.post("/v1/responses", json=body)
+        assert response.status_code < 500, (body, response.text)
+        uuid.UUID(response.headers["x-request-id"])
+        if response.status_code >= 400:
+            error = response.json()["error"]
+            assert set(error) == {"message", "type", "param", "code"}
+            assert error["message"]
+
+    check()
