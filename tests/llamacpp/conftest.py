@@ -166,9 +166,13 @@ class LlamaTenant:
 
 
 @pytest.fixture
-def llama_tenant(people, api_server) -> Callable[..., LlamaTenant]:
-    """Acme with a llama-server backend of dialect ``llamacpp`` serving ``model``."""
-    from accounts.services import api_key_create
+def llama_tenant(transactional_db, api_server) -> Callable[..., LlamaTenant]:
+    """Acme with a llama-server backend of dialect ``llamacpp`` serving ``model``.
+
+    No people: these tests need only an organisation and a key (and the
+    password hashing of the ``people`` fixture is slow on a loaded machine).
+    """
+    from accounts.services import api_key_create, organisation_ensure
     from responses_api.services import backend_ensure, model_ensure
 
     def make(
@@ -178,7 +182,7 @@ def llama_tenant(people, api_server) -> Callable[..., LlamaTenant]:
         backend_name: str = "llama",
         extra_body: dict | None = None,
     ) -> LlamaTenant:
-        acme = people["acme"]
+        acme, _ = organisation_ensure(slug="acme", name="Acme")
         backend, _ = backend_ensure(
             organisation=acme,
             name=backend_name,

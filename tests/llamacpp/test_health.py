@@ -23,11 +23,11 @@ def build_info(server) -> str:
     return httpx.get(server.root + "/props", timeout=5).json()["build_info"]
 
 
-def test_a_health_check_finds_the_server_its_build_and_its_models(llama_plain, people):
+def test_a_health_check_finds_the_server_its_build_and_its_models(llama_plain):
     from responses_api.services import backend_ensure
 
     backend, _ = backend_ensure(
-        organisation=people["acme"], name="llama", base_url=llama_plain.url, dialect="llamacpp"
+        organisation=None, name="llama", base_url=llama_plain.url, dialect="llamacpp"
     )
     result = backend_check(backend=backend)
     assert result.ok
