@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from openai import APIStatusError
 
 from tests.conftest import wait_rows
 from tests.llamacpp.conftest import FORCE_EOS
@@ -206,3 +207,30 @@ def test_a_reasoning_item_in_input_reaches_the_server_as_reasoning_content(
     assert [item.type for item in response.output] == ["reasoning", "message"]
     assert response.output[0].content[0].text.strip() == "The user wants a story."
     assert response.output_text.startswith("Once")
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_error_after_the_stream_started_fails_the_response(llama_tools, llama_tenant, stream):
+    """Without the forced EOS the model writes on after the prefilled call,
+    the server cannot parse it and sends ``data: {"error": …}`` mid-stream
+    (HTTP 200 already, no [DONE])."""
+    caller = llama_tenant(llama_tools)
+    request = {
+        "model": "stories",
+        "input": [QUESTION, prefill("Paris")],
+        "tools": [weather_tool()],
+        "temperature": 0,
+        "max_output_tokens": 16,
+    }
+    if stream:
+        events = list(caller.client.responses.create(**request, stream=True))
+        assert events[-1].type == "response.failed"
+        assert events[-1].response.error.code == "server_error"
+        assert "format" in events[-1].response.error.message
+    else:
+        with pytest.raises(APIStatusError) as error:
+            caller.client.responses.create(**request)
+        assert error.value.status_code == 502
+        assert error.value.body["code"] == "server_error"
+    row = wait_rows(organisation=caller.organisation)[0]
+    assert row.status == 502 and row.error_code == "server_error"
