@@ -51,10 +51,12 @@ def apply_reasoning(
         if effort is not None:
             body["reasoning_effort"] = "high" if effort == "xhigh" else effort
         return False
-    if dialect in {"vllm", "sglang", "llamacpp"}:
+    if dialect == "llamacpp":
+        return _llamacpp_reasoning(body, thinking=thinking, effort=effort, budget=budget)
+    if dialect in {"vllm", "sglang"}:
         # Qwen3, DeepSeek and GLM templates read `enable_thinking` (and some
         # `thinking`) from the chat template kwargs.
-        kwargs = body.setdefault("chat_template_kwargs", {})
+        kwargs = _template_kwargs(body)
         kwargs["enable_thinking"] = thinking
         kwargs["thinking"] = thinking
         if dialect == "sglang":
@@ -64,10 +66,8 @@ def apply_reasoning(
         if thinking and budget is not None:
             if dialect == "vllm":
                 body["thinking_token_budget"] = budget
-            elif dialect == "sglang":
-                body["thinking_budget"] = budget
             else:
-                body["thinking_budget_tokens"] = budget
+                body["thinking_budget"] = budget
             return True
         return False
     if dialect == "ollama":
@@ -79,3 +79,52 @@ def apply_reasoning(
             body["reasoning_effort"] = "none"
         return False
     raise ValueError(f"unknown dialect {dialect!r}")
+
+
+def _template_kwargs(body: dict[str, Any]) -> dict[str, Any]:
+    """The body's own copy of ``chat_template_kwargs`` (a backend's extra_body
+    may supply one; it is shared between requests and must not be changed)."""
+    kwargs = dict(body.get("chat_template_kwargs") or {})
+    body["chat_template_kwargs"] = kwargs
+    return kwargs
+
+
+def _llamacpp_reasoning(
+    body: dict[str, Any], *, thinking: bool, effort: str | None, budget: int | None
+) -> bool:
+    # Measured against llama-server (llama.cpp b1-0c1e570, tools/server/server-common.cpp):
+    # `enable_thinking` must be a JSON boolean (a string is a 400 "invalid type
+    # for enable_thinking"); it switches the template's thinking block.
+    kwargs = _template_kwargs(body)
+    kwargs["enable_thinking"] = thinking
+    kwargs["thinking"] = thinking
+    # Split `<think>…</think>` into `reasoning_content` whatever
+    # --reasoning-format the server was started with (`none` leaves the raw
+    # tags in `content`, where they would reach output_text).
+    body["reasoning_format"] = "deepseek"
+    if thinking and effort:
+        # Handed to the template as a kwarg (gpt-oss reads it).
+        body["reasoning_effort"] = "high" if effort == "xhigh" else effort
+    if thinking and budget is not None:
+        # The per-request form of --reasoning-budget; `thinking_budget_tokens`
+        # is read as a fallback name. It applies only to templates that
+        # declare their thinking tags.
+        body["reasoning_budget_tokens"] = budget
+        return True
+    return False
+
+
+def apply_tool_choice(body: dict[str, Any], dialect: str) -> None:
+    """Express a named-function ``tool_choice`` the way the backend understands it."""
+    choice = body.get("tool_choice")
+    if dialect != "llamacpp" or not isinstance(choice, dict):
+        return
+    # llama-server reads tool_choice only as a string ("auto", "none",
+    # "required"); an object is ignored with a log warning and treated as
+    # "auto" (measured), so the call would be optional and could name any
+    # tool. "required" over just the named tool means the same thing.
+    name = (choice.get("function") or {}).get("name")
+    body["tools"] = [
+        tool for tool in body.get("tools") or () if (tool.get("function") or {}).get("name") == name
+    ]
+    body["tool_choice"] = "required"

@@ -30,7 +30,9 @@ class Probe:
     error: str
 
 
-def probe(base_url: str, api_key: str = "", timeout: float = TIMEOUT) -> Probe:
+def probe(
+    base_url: str, api_key: str = "", timeout: float = TIMEOUT, *, dialect: str = ""
+) -> Probe:
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     started = time.perf_counter()
     try:
@@ -41,13 +43,28 @@ def probe(base_url: str, api_key: str = "", timeout: float = TIMEOUT) -> Probe:
         data: Any = response.json()
         models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
         version = response.headers.get("x-simulator-version") or response.headers.get("server", "")
+        if dialect == "llamacpp":
+            version = _llamacpp_version(base_url, headers, timeout) or version
         return Probe(True, latency, models, version[:200], "")
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         return Probe(False, None, [], "", f"{type(exc).__name__}: {exc}"[:500])
 
 
+def _llamacpp_version(base_url: str, headers: dict[str, str], timeout: float) -> str:
+    # llama-server answers /v1/models with only `server: llama.cpp`; its build
+    # ("b1-0c1e570", also the chat `system_fingerprint`) is `build_info` in
+    # /props, which lives beside /v1, not under it.
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        response = httpx.get(root + "/props", headers=headers, timeout=timeout)
+        build = response.json().get("build_info") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return ""
+    return f"llama.cpp {build}" if isinstance(build, str) and build else ""
+
+
 def backend_check(*, backend: Backend) -> Probe:
-    result = probe(backend.base_url, decrypt(backend.api_key_encrypted))
+    result = probe(backend.base_url, decrypt(backend.api_key_encrypted), dialect=backend.dialect)
     backend.last_checked_at = timezone.now()
     if result.ok:
         backend.health = Backend.Health.ONLINE

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from responses_api.backends.dialects import REASONING_FIELD, apply_reasoning
+from responses_api.backends.dialects import REASONING_FIELD, apply_reasoning, apply_tool_choice
 from responses_api.errors import ApiError, from_validation_error, invalid
 from responses_api.protocol import (
     HOSTED_ITEM_TYPES,
@@ -391,6 +391,7 @@ def build_chat_request(
             body["tool_choice"] = choice
         if request.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = request.parallel_tool_calls
+        apply_tool_choice(body, dialect)
     elif isinstance(request.tool_choice, FunctionChoice):
         raise invalid(
             f"tool_choice names '{request.tool_choice.name}', which is not among the tools.",

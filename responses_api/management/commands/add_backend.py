@@ -1,3 +1,5 @@
+import json
+
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import URLValidator
@@ -17,6 +19,10 @@ class Command(BaseCommand):
         parser.add_argument("--api-key")
         parser.add_argument("--dialect", choices=Backend.Dialect.values)
         parser.add_argument("--max-concurrency", type=int)
+        parser.add_argument(
+            "--extra-body",
+            help='JSON object merged into every chat request, e.g. \'{"logit_bias": {"2": 100}}\'',
+        )
 
     def handle(self, *args, **options):
         org = get_org(options["org"])
@@ -24,6 +30,14 @@ class Command(BaseCommand):
             URLValidator(schemes=["http", "https"])(options["url"])
         except ValidationError:
             raise CommandError(f"--url {options['url']!r} is not an http(s) URL.") from None
+        extra_body = None
+        if options["extra_body"] is not None:
+            try:
+                extra_body = json.loads(options["extra_body"])
+            except json.JSONDecodeError as exc:
+                raise CommandError(f"--extra-body is not valid JSON: {exc}") from None
+            if not isinstance(extra_body, dict):
+                raise CommandError("--extra-body must be a JSON object.")
         backend, created = backend_ensure(
             organisation=org,
             name=options["name"],
@@ -31,6 +45,7 @@ class Command(BaseCommand):
             api_key=options["api_key"],
             dialect=options["dialect"],
             max_concurrency=options["max_concurrency"],
+            extra_body=extra_body,
         )
         verb = "Created" if created else "Updated"
         self.stdout.write(
