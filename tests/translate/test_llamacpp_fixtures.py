@@ -50,7 +50,9 @@ def translator_for(tools: list[dict[str, Any]] | None = None) -> StreamTranslato
     )
     plan = build_chat_request(request, upstream_model="stories260K", dialect="llamacpp")
     echo = echo_settings(request, store=False, temperature=None, top_p=None, max_output_tokens=16)
-    return StreamTranslator(response_id="resp_test", model="stories260K", echo=echo, tools=plan.tools)
+    return StreamTranslator(
+        response_id="resp_test", model="stories260K", echo=echo, tools=plan.tools
+    )
 
 
 @dataclass
@@ -168,10 +170,8 @@ def test_generation_cut_by_the_context_is_incomplete():
 
 @pytest.mark.parametrize("name", ["cached_prompt_stream.json", "cached_prompt_nonstream.json"])
 def test_cached_tokens_of_a_repeated_prompt_reach_the_usage(name):
-    if "events" in load(name):
-        usage = replay(name).final["usage"]
-    else:
-        usage = replay_json(name)["usage"]
+    streamed = "events" in load(name)
+    usage = replay(name).final["usage"] if streamed else replay_json(name)["usage"]
     assert usage["input_tokens"] == 341
     assert usage["input_tokens_details"]["cached_tokens"] == 340
 
