@@ -216,8 +216,16 @@ def test_a_key_from_the_provisioning_commands_works(api_server, simulator):
 
     run("create_org", "ops", "--name", "Ops")
     run("add_backend", "--org", "ops", "--name", "gpu1", "--url", simulator.url)
-    run("add_model", "ops-model", "--org", "ops", "--backend", "gpu1", "--upstream-name",
-        "sim-model")
+    run(
+        "add_model",
+        "ops-model",
+        "--org",
+        "ops",
+        "--backend",
+        "gpu1",
+        "--upstream-name",
+        "sim-model",
+    )
     key = run("create_api_key", "--org", "ops", "--name", "ci").splitlines()[-1]
     client = OpenAI(base_url=api_server.url + "/v1", api_key=key, max_retries=0)
     response = client.responses.create(model="ops-model", input="[[text:provisioned]]")

@@ -411,7 +411,7 @@ def test_reasoning_effort_per_dialect(dialect, effort, expected):
     [
         ("vllm", "thinking_token_budget"),
         ("sglang", "thinking_budget"),
-        ("llamacpp", "thinking_budget_tokens"),
+        ("llamacpp", "reasoning_budget_tokens"),
     ],
 )
 def test_thinking_budget_per_dialect(dialect, field):
