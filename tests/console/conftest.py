@@ -14,6 +14,12 @@ from django.test import Client
 from django.utils import timezone
 
 
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    """Password hashing is deliberately slow; these tests do not need that."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def crew(people):
     from accounts.access import SUPPORT_GROUP
