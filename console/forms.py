@@ -246,7 +246,7 @@ class DeploymentForm(forms.Form):
 STATUS_CHOICES = [
     ("", "Any status"),
     ("200", "200 OK"),
-    ("4xx", "4xx client errors"),
+    ("4xx", "4xx client errors (not 499)"),
     ("429", "429 rate limited"),
     ("499", "499 client disconnected"),
     ("5xx", "5xx server errors"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,6 +46,7 @@ CSV_HEADER = tuple(
     for c in CSV_COLUMNS
 )
 CHUNK = 2000
+PIECE = 64 * 1024
 
 
 def usage_filter(queryset: QuerySet, data: dict[str, Any]) -> QuerySet:
@@ -53,7 +55,8 @@ def usage_filter(queryset: QuerySet, data: dict[str, Any]) -> QuerySet:
         queryset = queryset.filter(request_id=data["request_id"])
     status = data.get("status")
     if status == "4xx":
-        queryset = queryset.filter(status__gte=400, status__lt=500)
+        # 499 (client disconnected) is not a client error: it has its own filter.
+        queryset = queryset.filter(status__gte=400, status__lt=500).exclude(status=499)
     elif status == "5xx":
         queryset = queryset.filter(status__gte=500, status__lt=600)
     elif status:
@@ -77,20 +80,20 @@ def usage_filter(queryset: QuerySet, data: dict[str, Any]) -> QuerySet:
     return queryset
 
 
-class _Line:
-    """A file-like object whose ``write`` hands back what it was given."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
 def usage_csv_lines(queryset: QuerySet) -> Iterator[str]:
-    """The rows as CSV lines, read from the database in chunks, so memory stays
-    bounded however many rows match (a server-side cursor on PostgreSQL)."""
-    writer = csv.writer(_Line())
-    yield writer.writerow(CSV_HEADER)
+    """The rows as CSV text, read from the database in chunks (a server-side
+    cursor on PostgreSQL) and sent in pieces of about 64 kB, so memory stays
+    bounded however many rows match."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(CSV_HEADER)
     rows = queryset.order_by("-created_at").values_list(*CSV_COLUMNS).iterator(chunk_size=CHUNK)
     for row in rows:
-        yield writer.writerow(
+        writer.writerow(
             [value.isoformat() if hasattr(value, "isoformat") else value for value in row]
         )
+        if buffer.tell() >= PIECE:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()
