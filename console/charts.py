@@ -6,6 +6,7 @@ escaped, and each bar or point has a ``<title>`` so hovering shows its value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -24,14 +25,17 @@ class Series:
 
 
 def _nice_max(value: float) -> float:
-    """The smallest 1/2/5 × 10^n at or above ``value`` (at least 1)."""
+    """A top for the y axis whose four grid steps are round numbers
+    (1, 2, 2.5 or 5 × 10^n), at or above ``value``; at least 4 for counts."""
     if value <= 0:
-        return 1.0
-    magnitude = 10 ** len(str(int(value))) / 10
-    for step in (1, 2, 5, 10):
-        if step * magnitude >= value:
-            return float(step * magnitude)
-    return float(10 * magnitude)
+        return 4.0
+    raw_step = value / 4
+    magnitude = 10 ** math.floor(math.log10(raw_step))
+    for factor in (1, 2, 2.5, 5, 10):
+        step = factor * magnitude
+        if step >= raw_step:
+            break
+    return max(step, 1.0) * 4 if value >= 1 else step * 4
 
 
 def _fmt(value: float) -> str:

@@ -72,13 +72,12 @@ def ttft_percentiles(
     """p50 and p95 of ``ttft_ms`` per value of ``group`` (one key, None, if no group)."""
     rows = queryset.filter(ttft_ms__isnull=False)
     if _on_postgres():
-        fields = [group] if group else []
-        aggregated = (
-            rows.values(*fields)
-            .order_by()
-            .annotate(p50=PercentileCont("ttft_ms", 0.5), p95=PercentileCont("ttft_ms", 0.95))
-        )
-        return {(r[group] if group else None): (r["p50"], r["p95"]) for r in aggregated}
+        p50, p95 = PercentileCont("ttft_ms", 0.5), PercentileCont("ttft_ms", 0.95)
+        if group is None:
+            whole = rows.aggregate(p50=p50, p95=p95)
+            return {None: (whole["p50"], whole["p95"])} if whole["p50"] is not None else {}
+        aggregated = rows.values(group).order_by().annotate(p50=p50, p95=p95)
+        return {r[group]: (r["p50"], r["p95"]) for r in aggregated}
     samples: dict[Any, list[float]] = defaultdict(list)
     if group:
         for key, value in rows.order_by("-created_at").values_list(group, "ttft_ms")[:SAMPLE]:

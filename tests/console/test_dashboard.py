@@ -59,3 +59,21 @@ def test_an_empty_dashboard_renders(as_user, crew):
     response = as_user("alice").get(reverse("console:dashboard"), {"range": "30d"})
     assert response.status_code == 200
     assert "No requests in this period." in response.content.decode()
+
+
+def test_chart_axes_use_round_steps():
+    from console.charts import _nice_max
+
+    assert _nice_max(0) == 4
+    assert _nice_max(3) == 4
+    assert _nice_max(5) == 8
+    assert _nice_max(62) == 80
+    assert _nice_max(390) == 400
+    assert _nice_max(0.25) == pytest.approx(0.4)
+
+
+def test_chart_labels_are_escaped():
+    from console.charts import Series, stacked_bars
+
+    svg = stacked_bars(["<b>"], [Series("<script>", "s1", [3])], title="t")
+    assert "<script>" not in svg and "&lt;script&gt;" in svg
