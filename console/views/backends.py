@@ -20,21 +20,21 @@ def backend_list(request: HttpRequest, membership) -> HttpResponse:
     return render(request, "console/backends.html", {"backends": backends})
 
 
-def backend_detail(request: HttpRequest, membership, backend_id) -> HttpResponse:
-    backend = get_backend_for_member(membership=membership, backend_id=backend_id)
+def _detail_context(membership, backend) -> dict:
     deployments = backend.deployments.filter(
         model__organisation_id=membership.organisation_id
     ).select_related("model")
-    return render(
-        request,
-        "console/backend_detail.html",
-        {
-            "backend": backend,
-            "deployments": deployments,
-            "history": backend.health_checks.all()[:HISTORY_ROWS],
-            "has_upstream_key": bool(backend.api_key_encrypted),
-        },
-    )
+    return {
+        "backend": backend,
+        "deployments": deployments,
+        "history": backend.health_checks.all()[:HISTORY_ROWS],
+        "has_upstream_key": bool(backend.api_key_encrypted),
+    }
+
+
+def backend_detail(request: HttpRequest, membership, backend_id) -> HttpResponse:
+    backend = get_backend_for_member(membership=membership, backend_id=backend_id)
+    return render(request, "console/backend_detail.html", _detail_context(membership, backend))
 
 
 @require_http_methods(["GET", "POST"])
@@ -70,7 +70,10 @@ def backend_check(request: HttpRequest, membership, backend_id) -> HttpResponse:
     backend = get_backend_for_member(membership=membership, backend_id=backend_id, manage=True)
     result, check = backend_test(membership=membership, backend=backend)
     if is_htmx(request):
-        return render(request, "console/_backend_check.html", {"result": result, "check": check})
+        # The outcome, the refreshed health and the history, without a reload.
+        backend.refresh_from_db()
+        context = {**_detail_context(membership, backend), "result": result, "check": check}
+        return render(request, "console/_backend_live.html", context)
     if result.ok:
         messages.success(
             request,

@@ -89,6 +89,8 @@ def test_test_connection_reports_latency_and_models_and_records_history(as_user,
     assert response.status_code == 200
     body = response.content.decode()
     assert "Connected" in body and "sim-model" in body
+    assert 'id="backend-live"' in body and "<html" not in body
+    assert "Online" in body and "Test connection</td>" in body  # health card and history row
     check = BackendHealthCheck.objects.get(backend=backend)
     assert check.ok and check.latency_ms is not None and "sim-model" in check.reported_models
     assert check.source == "console"
