@@ -57,6 +57,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves the console's CSS and scripts from daphne itself, so the console
+    # works offline and without a separate web server.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -119,6 +122,10 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BEAT_SCHEDULE = {
     "backend-health": {"task": "responses_api.tasks.check_backends", "schedule": 15.0},
     "usage-drain": {"task": "responses_api.tasks.drain_usage", "schedule": 5.0},
+    "health-history-purge": {
+        "task": "responses_api.tasks.purge_health_history",
+        "schedule": 3600.0,
+    },
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -137,6 +144,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Serve straight from the apps' static folders too, so no collectstatic is
+# needed in the embedded default and tests; production images collect them.
+WHITENOISE_USE_FINDERS = True
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {

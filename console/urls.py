@@ -1,12 +1,97 @@
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, reverse_lazy
 
-from console import views
+from console.views import backends, catalogue, dashboard, keys, organisation, support, usage
+from console.views.base import member_view, signed_in_view
 
 app_name = "console"
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", views.dashboard, name="dashboard"),
+    path(
+        "account/password/",
+        auth_views.PasswordChangeView.as_view(
+            template_name="console/password_change.html",
+            success_url=reverse_lazy("console:password_done"),
+        ),
+        name="password",
+    ),
+    path(
+        "account/password/done/",
+        auth_views.PasswordChangeDoneView.as_view(template_name="console/password_done.html"),
+        name="password_done",
+    ),
+    path("", member_view()(dashboard.dashboard_page), name="dashboard"),
+    path("organisation/switch/", signed_in_view(organisation.organisation_switch), name="switch"),
+    # API keys
+    path("keys/", member_view()(keys.key_list), name="keys"),
+    path("keys/new/", member_view("key_create")(keys.key_create), name="key_create"),
+    path("keys/<uuid:key_id>/revoke/", member_view()(keys.key_revoke), name="key_revoke"),
+    # Backends
+    path("backends/", member_view()(backends.backend_list), name="backends"),
+    path(
+        "backends/new/", member_view("backend_manage")(backends.backend_edit), name="backend_create"
+    ),
+    path("backends/<uuid:backend_id>/", member_view()(backends.backend_detail), name="backend"),
+    path(
+        "backends/<uuid:backend_id>/edit/",
+        member_view()(backends.backend_edit),
+        name="backend_edit",
+    ),
+    path(
+        "backends/<uuid:backend_id>/test/",
+        member_view()(backends.backend_check),
+        name="backend_test",
+    ),
+    # Models
+    path("models/", member_view()(catalogue.model_list), name="models"),
+    path("models/new/", member_view("model_manage")(catalogue.model_edit), name="model_create"),
+    path("models/<uuid:model_id>/", member_view()(catalogue.model_edit), name="model_edit"),
+    path(
+        "models/<uuid:model_id>/deploy/", member_view()(catalogue.model_deploy), name="model_deploy"
+    ),
+    path(
+        "models/<uuid:model_id>/undeploy/<uuid:backend_id>/",
+        member_view()(catalogue.model_undeploy),
+        name="model_undeploy",
+    ),
+    # Usage and traces
+    path("usage/", member_view()(usage.usage_list), name="usage"),
+    path("usage/export.csv", member_view()(usage.usage_export), name="usage_export"),
+    path("trace/", signed_in_view(usage.trace_search), name="trace_search"),
+    path("trace/<uuid:request_id>/", member_view()(usage.trace_page), name="trace"),
+    # Members, settings, audit
+    path("members/", member_view()(organisation.members_page), name="members"),
+    path("members/add/", member_view("member_manage")(organisation.member_add), name="member_add"),
+    path(
+        "members/invite/",
+        member_view("member_manage")(organisation.member_invite),
+        name="member_invite",
+    ),
+    path(
+        "members/<uuid:member_id>/role/",
+        member_view()(organisation.member_role),
+        name="member_role",
+    ),
+    path(
+        "members/<uuid:member_id>/remove/",
+        member_view()(organisation.member_delete),
+        name="member_remove",
+    ),
+    path(
+        "invitations/<uuid:invitation_id>/withdraw/",
+        member_view()(organisation.invitation_cancel),
+        name="invitation_withdraw",
+    ),
+    path("invitation/<str:token>/", organisation.invitation_accept_page, name="invitation_accept"),
+    path("settings/", member_view()(organisation.settings_page), name="settings"),
+    path("audit/", member_view("audit_view")(organisation.audit_page), name="audit"),
+    # Platform support staff
+    path("support/", signed_in_view(support.support_page), name="support"),
+    path(
+        "support/trace/<uuid:request_id>/",
+        signed_in_view(usage.support_trace_page),
+        name="support_trace",
+    ),
 ]

@@ -6,12 +6,13 @@ from django.conf import settings
 
 @shared_task
 def check_backends() -> int:
-    from responses_api.backends.health import backend_check
+    from console.health import backend_check_recorded
     from responses_api.models import Backend
 
     checked = 0
     for backend in Backend.objects.filter(enabled=True):
-        backend_check(backend=backend)
+        # Also records the check for the console's health history.
+        backend_check_recorded(backend=backend)
         checked += 1
     return checked
 
@@ -24,3 +25,10 @@ def drain_usage() -> int:
     from responses_api.usage import drain_redis, redis_client
 
     return drain_redis(redis_client(), consumer="celery")
+
+
+@shared_task
+def purge_health_history() -> int:
+    from console.health import health_history_purge
+
+    return health_history_purge()

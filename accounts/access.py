@@ -1,0 +1,232 @@
+"""Who may see and change what in the console: the only way a view gets a
+tenant object.
+
+Every ``get_<thing>_for_member`` filters by the member's organisation first,
+so another organisation's object is a 404 exactly like a missing one; only
+then is the role checked (403). Roles (README, "Console"):
+
+======================  =====  =====  =========  ======
+capability              owner  admin  developer  viewer
+======================  =====  =====  =========  ======
+read pages and usage     yes    yes     yes       yes
+create API keys          yes    yes     yes       no
+revoke any API key       yes    yes     own keys  no
+manage backends/models   yes    yes     no        no
+manage members           yes    yes     no        no
+grant/remove owners      yes    no      no        no
+change settings          yes    yes     no        no
+read the audit log       yes    yes     no        no
+======================  =====  =====  =========  ======
+
+Platform support staff (superusers, or members of the ``support`` group) may
+read any organisation's usage log and trace any request id, read-only.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q, QuerySet
+from django.http import Http404
+
+from accounts.models import ApiKey, AuditEntry, Invitation, Membership, Organisation
+
+SUPPORT_GROUP = "support"
+
+OWNER = Membership.Role.OWNER
+ADMIN = Membership.Role.ADMIN
+DEVELOPER = Membership.Role.DEVELOPER
+VIEWER = Membership.Role.VIEWER
+
+CAPABILITIES: dict[str, frozenset[str]] = {
+    "view": frozenset({OWNER, ADMIN, DEVELOPER, VIEWER}),
+    "key_create": frozenset({OWNER, ADMIN, DEVELOPER}),
+    "key_revoke_any": frozenset({OWNER, ADMIN}),
+    "backend_manage": frozenset({OWNER, ADMIN}),
+    "model_manage": frozenset({OWNER, ADMIN}),
+    "member_manage": frozenset({OWNER, ADMIN}),
+    "owner_manage": frozenset({OWNER}),
+    "settings_manage": frozenset({OWNER, ADMIN}),
+    "audit_view": frozenset({OWNER, ADMIN}),
+}
+
+
+def can(membership: Membership, capability: str) -> bool:
+    return membership.role in CAPABILITIES[capability]
+
+
+def capabilities(membership: Membership) -> dict[str, bool]:
+    """Every capability of the member's role, for templates."""
+    return {name: membership.role in roles for name, roles in CAPABILITIES.items()}
+
+
+def require(membership: Membership, capability: str) -> None:
+    if not can(membership, capability):
+        raise PermissionDenied(f"Your role ({membership.role}) may not do this.")
+
+
+def is_support(user: AbstractBaseUser | AnonymousUser) -> bool:
+    if not user.is_authenticated or not user.is_active:
+        return False
+    if user.is_superuser:
+        return True
+    return user.groups.filter(name=SUPPORT_GROUP).exists()
+
+
+def memberships_of(user: AbstractBaseUser) -> QuerySet[Membership]:
+    return (
+        Membership.objects.filter(user=user)
+        .select_related("organisation")
+        .order_by("organisation__name", "organisation__slug")
+    )
+
+
+def membership_of(user: AbstractBaseUser, organisation_id: int | None) -> Membership | None:
+    if organisation_id is None:
+        return None
+    return memberships_of(user).filter(organisation_id=organisation_id).first()
+
+
+def _uuid(value: Any) -> uuid.UUID:
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except ValueError as exc:
+        raise Http404("Not found.") from exc
+
+
+def _one(queryset: QuerySet, **lookup: Any) -> Any:
+    obj = queryset.filter(**lookup).first()
+    if obj is None:
+        raise Http404("Not found.")
+    return obj
+
+
+# --- API keys ----------------------------------------------------------------
+
+
+def api_keys_for_member(*, membership: Membership) -> QuerySet[ApiKey]:
+    return ApiKey.objects.filter(organisation_id=membership.organisation_id).select_related(
+        "created_by"
+    )
+
+
+def get_api_key_for_member(*, membership: Membership, key_id: Any, revoke: bool = False) -> ApiKey:
+    key = _one(api_keys_for_member(membership=membership), id=_uuid(key_id))
+    if revoke and not may_revoke(membership=membership, api_key=key):
+        raise PermissionDenied("You may revoke only the keys you created.")
+    return key
+
+
+def may_revoke(*, membership: Membership, api_key: ApiKey) -> bool:
+    if can(membership, "key_revoke_any"):
+        return True
+    return can(membership, "key_create") and api_key.created_by_id == membership.user_id
+
+
+# --- Backends and models -----------------------------------------------------
+
+
+def backends_for_member(*, membership: Membership):
+    """The organisation's backends and the shared ones it may route to."""
+    from responses_api.models import Backend
+
+    return Backend.objects.filter(
+        Q(organisation_id=membership.organisation_id) | Q(organisation__isnull=True)
+    )
+
+
+def get_backend_for_member(*, membership: Membership, backend_id: Any, manage: bool = False):
+    backend = _one(backends_for_member(membership=membership), id=_uuid(backend_id))
+    if manage:
+        require(membership, "backend_manage")
+        if backend.organisation_id is None:
+            raise PermissionDenied("Shared backends are managed by platform staff.")
+    return backend
+
+
+def models_for_member(*, membership: Membership):
+    from responses_api.models import ServedModel
+
+    return ServedModel.objects.filter(organisation_id=membership.organisation_id)
+
+
+def get_model_for_member(*, membership: Membership, model_id: Any, manage: bool = False):
+    model = _one(models_for_member(membership=membership), id=_uuid(model_id))
+    if manage:
+        require(membership, "model_manage")
+    return model
+
+
+# --- Usage -------------------------------------------------------------------
+
+
+def usage_for_member(*, membership: Membership):
+    from responses_api.models import UsageLog
+
+    return UsageLog.objects.filter(organisation_id=membership.organisation_id)
+
+
+def get_usage_row_for_member(*, membership: Membership, request_id: Any):
+    return _one(
+        usage_for_member(membership=membership).select_related("organisation", "api_key"),
+        request_id=_uuid(request_id),
+    )
+
+
+def usage_for_support(*, user: AbstractBaseUser):
+    from responses_api.models import UsageLog
+
+    if not is_support(user):
+        raise Http404("Not found.")
+    return UsageLog.objects.all()
+
+
+def get_usage_row_for_support(*, user: AbstractBaseUser, request_id: Any):
+    return _one(
+        usage_for_support(user=user).select_related("organisation", "api_key"),
+        request_id=_uuid(request_id),
+    )
+
+
+# --- Members, invitations, audit, settings -----------------------------------
+
+
+def members_for_member(*, membership: Membership) -> QuerySet[Membership]:
+    return (
+        Membership.objects.filter(organisation_id=membership.organisation_id)
+        .select_related("user")
+        .order_by("user__username")
+    )
+
+
+def get_membership_for_member(*, membership: Membership, member_id: Any) -> Membership:
+    """Another member of the same organisation, for managing them."""
+    target = _one(members_for_member(membership=membership), public_id=_uuid(member_id))
+    require(membership, "member_manage")
+    if target.role == OWNER:
+        require(membership, "owner_manage")
+    return target
+
+
+def invitations_for_member(*, membership: Membership) -> QuerySet[Invitation]:
+    return Invitation.objects.filter(organisation_id=membership.organisation_id)
+
+
+def get_invitation_for_member(*, membership: Membership, invitation_id: Any) -> Invitation:
+    invitation = _one(invitations_for_member(membership=membership), id=_uuid(invitation_id))
+    require(membership, "member_manage")
+    return invitation
+
+
+def audit_for_member(*, membership: Membership) -> QuerySet[AuditEntry]:
+    require(membership, "audit_view")
+    return AuditEntry.objects.filter(organisation_id=membership.organisation_id)
+
+
+def organisation_for_member(*, membership: Membership, manage: bool = False) -> Organisation:
+    if manage:
+        require(membership, "settings_manage")
+    return membership.organisation

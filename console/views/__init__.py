@@ -1,0 +1,2 @@
+"""The web console (SPEC §7): one module per area; access goes through
+:mod:`accounts.access`."""

@@ -1,0 +1,99 @@
+"""What every console view shares: the signed-in member and their
+organisation, resolved once per request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Page, Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from accounts.access import capabilities, is_support, memberships_of, require
+from accounts.models import Membership
+
+SESSION_ORG = "console_organisation_id"
+
+
+@dataclass
+class Console:
+    """Request-scoped: ``request.console`` in views and templates."""
+
+    membership: Membership | None
+    memberships: list[Membership]
+    support: bool
+    can: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def organisation(self):
+        return self.membership.organisation if self.membership else None
+
+
+def console_for(request: HttpRequest) -> Console:
+    memberships = list(memberships_of(request.user))
+    chosen = request.session.get(SESSION_ORG)
+    membership = next((m for m in memberships if m.organisation_id == chosen), None)
+    if membership is None and memberships:
+        membership = memberships[0]
+        request.session[SESSION_ORG] = membership.organisation_id
+    return Console(
+        membership=membership,
+        memberships=memberships,
+        support=is_support(request.user),
+        can=capabilities(membership) if membership else {},
+    )
+
+
+ViewFn = Callable[..., HttpResponse]
+
+
+def member_view(capability: str = "view") -> Callable[[ViewFn], ViewFn]:
+    """Signed in, a member of the current organisation, and allowed ``capability``.
+
+    The view is called as ``view(request, membership, ...)``."""
+
+    def decorator(view: ViewFn) -> ViewFn:
+        @login_required
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            request.console = console = console_for(request)
+            if console.membership is None:
+                if console.support:
+                    return redirect("console:support")
+                return render(request, "console/no_organisation.html", status=403)
+            require(console.membership, capability)
+            return view(request, console.membership, *args, **kwargs)
+
+        return wrapper
+
+    return decorator
+
+
+def signed_in_view(view: ViewFn) -> ViewFn:
+    """Signed in; the organisation is optional (support pages, password)."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        request.console = console_for(request)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def page_of(request: HttpRequest, queryset, per_page: int = 50) -> Page:
+    return Paginator(queryset, per_page).get_page(request.GET.get("page"))
+
+
+def is_htmx(request: HttpRequest) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def query_without_page(request: HttpRequest) -> str:
+    params = request.GET.copy()
+    params.pop("page", None)
+    return params.urlencode()

@@ -1,0 +1,209 @@
+"""Members and invitations, organisation settings, the audit log, and the
+organisation switcher."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.core.mail import send_mail
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from accounts.access import (
+    audit_for_member,
+    can,
+    get_invitation_for_member,
+    get_membership_for_member,
+    invitations_for_member,
+    members_for_member,
+    memberships_of,
+    organisation_for_member,
+    require,
+)
+from console.forms import (
+    AcceptInvitationForm,
+    InviteForm,
+    MemberAddForm,
+    OrganisationSettingsForm,
+    RoleForm,
+)
+from console.services import (
+    ServiceError,
+    invitation_accept,
+    invitation_create,
+    invitation_from_token,
+    invitation_revoke,
+    invite_link,
+    member_add_existing,
+    member_remove,
+    member_role_change,
+    organisation_settings_update,
+)
+from console.views.base import SESSION_ORG, page_of
+
+
+def _members_context(membership, **extra) -> dict:
+    members = list(members_for_member(membership=membership))
+    for member in members:
+        member.manageable = can(membership, "member_manage") and (
+            member.role != "owner" or can(membership, "owner_manage")
+        )
+    context = {
+        "members": members,
+        "invitations": invitations_for_member(membership=membership).filter(
+            accepted_at__isnull=True, revoked_at__isnull=True
+        ),
+        "add_form": MemberAddForm(prefix="add"),
+        "invite_form": InviteForm(prefix="invite"),
+        "role_choices": RoleForm.base_fields["role"].choices,
+        "may_grant_owner": can(membership, "owner_manage"),
+    }
+    context.update(extra)
+    return context
+
+
+def members_page(request: HttpRequest, membership) -> HttpResponse:
+    return render(request, "console/members.html", _members_context(membership))
+
+
+@require_POST
+def member_add(request: HttpRequest, membership) -> HttpResponse:
+    form = MemberAddForm(request.POST, prefix="add")
+    if form.is_valid():
+        try:
+            member_add_existing(membership=membership, **form.cleaned_data)
+        except ServiceError as exc:
+            form.add_error("email", str(exc))
+        else:
+            messages.success(request, f"{form.cleaned_data['email']} added.")
+            return redirect("console:members")
+    return render(
+        request, "console/members.html", _members_context(membership, add_form=form), status=400
+    )
+
+
+@require_POST
+def member_invite(request: HttpRequest, membership) -> HttpResponse:
+    form = InviteForm(request.POST, prefix="invite")
+    if form.is_valid():
+        try:
+            invitation, token = invitation_create(membership=membership, **form.cleaned_data)
+        except ServiceError as exc:
+            form.add_error("email", str(exc))
+        else:
+            link = invite_link(request, token)
+            org = membership.organisation
+            send_mail(
+                subject=f"You are invited to {org.name} on Switchyard",
+                message=f"{request.user.get_username()} invited you to {org.name} as "
+                f"{invitation.role}.\n\nSet your password here (valid for 7 days, once):\n{link}\n",
+                from_email=None,
+                recipient_list=[invitation.email],
+                fail_silently=True,
+            )
+            return render(
+                request,
+                "console/members.html",
+                _members_context(membership, invite_link=link, invited=invitation),
+            )
+    return render(
+        request,
+        "console/members.html",
+        _members_context(membership, invite_form=form),
+        status=400,
+    )
+
+
+@require_POST
+def member_role(request: HttpRequest, membership, member_id) -> HttpResponse:
+    target = get_membership_for_member(membership=membership, member_id=member_id)
+    form = RoleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Pick one of the roles.")
+        return redirect("console:members")
+    try:
+        member_role_change(membership=membership, target=target, role=form.cleaned_data["role"])
+    except ServiceError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{target.user.get_username()} is now {target.role}.")
+    return redirect("console:members")
+
+
+@require_POST
+def member_delete(request: HttpRequest, membership, member_id) -> HttpResponse:
+    target = get_membership_for_member(membership=membership, member_id=member_id)
+    try:
+        member_remove(membership=membership, target=target)
+    except ServiceError as exc:
+        messages.error(request, str(exc))
+        return redirect("console:members")
+    messages.success(request, f"{target.user.get_username()} removed.")
+    if target.pk == membership.pk:
+        request.session.pop(SESSION_ORG, None)
+        return redirect("console:dashboard")
+    return redirect("console:members")
+
+
+@require_POST
+def invitation_cancel(request: HttpRequest, membership, invitation_id) -> HttpResponse:
+    invitation = get_invitation_for_member(membership=membership, invitation_id=invitation_id)
+    invitation_revoke(membership=membership, invitation=invitation)
+    messages.success(request, f"The invitation to {invitation.email} is withdrawn.")
+    return redirect("console:members")
+
+
+@require_http_methods(["GET", "POST"])
+def invitation_accept_page(request: HttpRequest, token: str) -> HttpResponse:
+    invitation = invitation_from_token(token)
+    if invitation is None:
+        return render(request, "console/invitation_invalid.html", status=404)
+    form = AcceptInvitationForm(request.POST or None, email=invitation.email)
+    if request.method == "POST" and form.is_valid():
+        try:
+            user = invitation_accept(invitation=invitation, password=form.cleaned_data["password1"])
+        except ServiceError as exc:
+            form.add_error(None, str(exc))
+        else:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            request.session[SESSION_ORG] = invitation.organisation_id
+            messages.success(request, f"Welcome to {invitation.organisation.name}.")
+            return redirect("console:dashboard")
+    return render(
+        request, "console/invitation_accept.html", {"form": form, "invitation": invitation}
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def settings_page(request: HttpRequest, membership) -> HttpResponse:
+    manage = can(membership, "settings_manage")
+    organisation = organisation_for_member(membership=membership)
+    if request.method == "POST":
+        require(membership, "settings_manage")
+    form = OrganisationSettingsForm(request.POST or None, instance=organisation)
+    if not manage:
+        for field in form.fields.values():
+            field.disabled = True
+    if request.method == "POST" and form.is_valid():
+        data = {f: form.cleaned_data[f] for f in form.Meta.fields}
+        organisation_settings_update(membership=membership, data=data)
+        messages.success(request, "Settings saved.")
+        return redirect("console:settings")
+    return render(request, "console/settings.html", {"form": form, "manage": manage})
+
+
+def audit_page(request: HttpRequest, membership) -> HttpResponse:
+    entries = audit_for_member(membership=membership).select_related("actor")
+    return render(request, "console/audit.html", {"page": page_of(request, entries)})
+
+
+@require_POST
+def organisation_switch(request: HttpRequest) -> HttpResponse:
+    chosen = request.POST.get("membership", "")
+    membership = next((m for m in memberships_of(request.user) if str(m.public_id) == chosen), None)
+    if membership is None:
+        raise Http404("Not found.")
+    request.session[SESSION_ORG] = membership.organisation_id
+    messages.success(request, f"Now working in {membership.organisation.name}.")
+    return redirect("console:dashboard")

@@ -1,0 +1,56 @@
+"""Platform support: read-only search of request ids and usage across
+organisations."""
+
+from __future__ import annotations
+
+import uuid
+
+from django import forms
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from accounts.access import is_support, usage_for_support
+from accounts.models import Organisation
+from console.forms import STATUS_CHOICES
+from console.usage import usage_filter
+from console.views.base import page_of, query_without_page
+
+
+class SupportSearchForm(forms.Form):
+    request_id = forms.CharField(required=False, label="Request id")
+    organisation = forms.ChoiceField(required=False)
+    status = forms.ChoiceField(required=False, choices=STATUS_CHOICES)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["organisation"].choices = [("", "Every organisation")] + [
+            (o.slug, o.name) for o in Organisation.objects.all()
+        ]
+
+    def clean_request_id(self) -> str:
+        value = self.cleaned_data.get("request_id", "").strip()
+        if value:
+            try:
+                return str(uuid.UUID(value))
+            except ValueError as exc:
+                raise forms.ValidationError("A request id is a UUID.") from exc
+        return ""
+
+
+def support_page(request: HttpRequest) -> HttpResponse:
+    if not is_support(request.user):
+        raise Http404("Not found.")
+    usage = usage_for_support(user=request.user).select_related("organisation")
+    form = SupportSearchForm(request.GET or None)
+    if form.is_bound and form.is_valid():
+        usage = usage_filter(usage, form.cleaned_data)
+        if form.cleaned_data["organisation"]:
+            usage = usage.filter(organisation__slug=form.cleaned_data["organisation"])
+    elif form.is_bound:
+        usage = usage.none()
+    page = page_of(request, usage.order_by("-created_at"))
+    return render(
+        request,
+        "console/support.html",
+        {"form": form, "page": page, "query": query_without_page(request)},
+    )

@@ -1,0 +1,134 @@
+"""The usage log, its CSV export, and the request trace."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+
+from accounts.access import (
+    api_keys_for_member,
+    backends_for_member,
+    get_usage_row_for_member,
+    get_usage_row_for_support,
+    membership_of,
+    models_for_member,
+    usage_for_member,
+)
+from console.forms import UsageFilterForm
+from console.usage import usage_csv_lines, usage_filter
+from console.views.base import is_htmx, page_of, query_without_page
+from responses_api.trace import usage_row_dict
+
+
+def _filter_form(request: HttpRequest, membership) -> UsageFilterForm:
+    usage = usage_for_member(membership=membership)
+    models = set(models_for_member(membership=membership).values_list("public_id", flat=True))
+    # Models named in the log that are no longer in the catalogue stay filterable.
+    recent = usage.order_by("-created_at").values_list("model", flat=True)[:2000]
+    models.update(m for m in recent if m)
+    return UsageFilterForm(
+        request.GET or None,
+        models=sorted(models),
+        keys=api_keys_for_member(membership=membership),
+        backends=backends_for_member(membership=membership),
+    )
+
+
+def _filtered(request: HttpRequest, membership):
+    form = _filter_form(request, membership)
+    usage = usage_for_member(membership=membership)
+    if form.is_bound and form.is_valid():
+        usage = usage_filter(usage, form.cleaned_data)
+    elif form.is_bound:
+        usage = usage.none()
+    return form, usage
+
+
+def usage_list(request: HttpRequest, membership) -> HttpResponse:
+    form, usage = _filtered(request, membership)
+    page = page_of(request, usage.select_related("api_key").order_by("-created_at"))
+    partial = is_htmx(request)
+    context = {"form": form, "page": page, "query": query_without_page(request), "partial": partial}
+    template = "console/_usage_rows.html" if partial else "console/usage.html"
+    return render(request, template, context)
+
+
+def usage_export(request: HttpRequest, membership) -> StreamingHttpResponse:
+    _, usage = _filtered(request, membership)
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response = StreamingHttpResponse(usage_csv_lines(usage), content_type="text/csv")
+    response["Content-Disposition"] = (
+        f'attachment; filename="usage-{membership.organisation.slug}-{stamp}.csv"'
+    )
+    return response
+
+
+def trace_search(request: HttpRequest) -> HttpResponse:
+    """The search box on every page: an X-Request-Id → its trace."""
+    raw = (request.GET.get("q") or "").strip()
+    console = request.console
+    try:
+        request_id = uuid.UUID(raw)
+    except ValueError:
+        return render(
+            request,
+            "console/trace_missing.html",
+            {"q": raw[:80], "malformed": True},
+            status=404,
+        )
+    membership = console.membership
+    if (
+        membership is not None
+        and usage_for_member(membership=membership).filter(request_id=request_id).exists()
+    ):
+        return redirect("console:trace", request_id=request_id)
+    if console.support:
+        try:
+            get_usage_row_for_support(user=request.user, request_id=request_id)
+        except Http404:
+            pass
+        else:
+            return redirect("console:support_trace", request_id=request_id)
+    return render(request, "console/trace_missing.html", {"q": str(request_id)}, status=404)
+
+
+def _timing(row) -> dict:
+    """Segments of the request's life for the timing bar, in ms."""
+    total = row.duration_ms or 0.0
+    queue = min(row.queue_wait_ms or 0.0, total)
+    segments = [("queue", "Queue wait", queue)]
+    if row.ttft_ms is not None:
+        first = max(min(row.ttft_ms, total) - queue, 0.0)
+        segments += [
+            ("prefill", "Until first token", first),
+            ("generation", "Generation", max(total - queue - first, 0.0)),
+        ]
+    else:
+        segments.append(("waiting", "No token produced", max(total - queue, 0.0)))
+    return {
+        "total": total,
+        "segments": [
+            {"css": css, "label": label, "ms": ms, "pct": (100 * ms / total) if total else 0}
+            for css, label, ms in segments
+        ],
+    }
+
+
+def _trace_context(row) -> dict:
+    return {"row": row, "trace": usage_row_dict(row), "timing": _timing(row)}
+
+
+def trace_page(request: HttpRequest, membership, request_id) -> HttpResponse:
+    row = get_usage_row_for_member(membership=membership, request_id=request_id)
+    return render(request, "console/trace.html", _trace_context(row))
+
+
+def support_trace_page(request: HttpRequest, request_id) -> HttpResponse:
+    row = get_usage_row_for_support(user=request.user, request_id=request_id)
+    context = _trace_context(row)
+    context["support_view"] = True
+    context["member_of_row"] = membership_of(request.user, row.organisation_id) is not None
+    return render(request, "console/trace.html", context)
