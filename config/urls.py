@@ -6,6 +6,7 @@ from responses_api import views
 urlpatterns = [
     path("healthz", views.healthz),
     path("readyz", views.readyz),
+    path("metrics", views.metrics),
     path("admin/", admin.site.urls),
     path("console/", include("console.urls")),
     path("", views.home),

@@ -1,4 +1,6 @@
-"""Health endpoints and the front page (the API itself is in consumers.py)."""
+"""Operational endpoints and the front page (the API itself is in consumers.py)."""
+
+import hmac
 
 from django.conf import settings
 from django.db import connection
@@ -11,6 +13,11 @@ def healthz(request: HttpRequest) -> HttpResponse:
 
 
 def readyz(request: HttpRequest) -> HttpResponse:
+    from responses_api.draining import drain
+
+    if drain.draining:
+        # SIGTERM received: take no new work while the open streams finish.
+        return JsonResponse({"status": "draining", "checks": {}}, status=503)
     checks: dict[str, str] = {}
     try:
         with connection.cursor() as cursor:
@@ -30,6 +37,23 @@ def readyz(request: HttpRequest) -> HttpResponse:
     return JsonResponse(
         {"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503
     )
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus exposition, only for ``Authorization: Bearer $METRICS_TOKEN``."""
+    from responses_api.metrics import exposition
+
+    token = settings.METRICS_TOKEN
+    if not token:
+        return HttpResponse("Not found: /metrics is off (METRICS_TOKEN is not set).\n", status=404)
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    valid = hmac.compare_digest(given.strip().encode(), token.encode())
+    if scheme.lower() != "bearer" or not valid:
+        response = HttpResponse("Unauthorized\n", status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    body, content_type = exposition()
+    return HttpResponse(body, content_type=content_type)
 
 
 def home(request: HttpRequest) -> HttpResponse:
