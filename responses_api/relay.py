@@ -409,6 +409,9 @@ async def _handle(
             raise ApiError(
                 504, f"Backend '{backend.name}' timed out.", code="backend_timeout"
             ) from None
+        except BaseException:
+            router.release(lease)  # cancelled (client gone) while connecting
+            raise
         try:
             if upstream.status_code >= 500 or upstream.status_code == 429:
                 await upstream.aread()
@@ -424,6 +427,11 @@ async def _handle(
             router.remember(affinity, backend.id)
             await _relay(exchange, responder, request, plan, upstream, store)
             return lease
+        except BaseException:
+            # An error or a cancellation (client gone) frees the slot too;
+            # release() is idempotent.
+            router.release(lease)
+            raise
         finally:
             await upstream.aclose()
     assert last_error is not None
