@@ -56,5 +56,46 @@ def metrics(request: HttpRequest) -> HttpResponse:
     return HttpResponse(body, content_type=content_type)
 
 
+def openapi_json(request: HttpRequest) -> HttpResponse:
+    """The OpenAPI 3.1 schema of the public API (public, like the API's shape)."""
+    from responses_api.openapi import openapi_schema
+
+    response = JsonResponse(openapi_schema(), json_dumps_params={"indent": 1})
+    response["Access-Control-Allow-Origin"] = "*"
+    return response
+
+
+DOCS_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Switchyard API reference</title>
+<link rel="stylesheet" href="{css}">
+</head>
+<body>
+<div id="swagger-ui" data-schema="{schema}"></div>
+<script src="{bundle}"></script>
+<script src="{init}"></script>
+</body>
+</html>
+"""
+
+
+def api_docs(request: HttpRequest) -> HttpResponse:
+    """Interactive API reference, rendered in the browser from the vendored Swagger UI."""
+    from django.templatetags.static import static
+    from django.utils.html import escape
+
+    vendor = "apidocs/swagger-ui-5.35.0/"
+    page = DOCS_PAGE.format(
+        css=escape(static(vendor + "swagger-ui.css")),
+        bundle=escape(static(vendor + "swagger-ui-bundle.js")),
+        init=escape(static("apidocs/init.js")),
+        schema="/api/v1/openapi.json",
+    )
+    return HttpResponse(page)
+
+
 def home(request: HttpRequest) -> HttpResponse:
     return redirect("/console/")
