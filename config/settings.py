@@ -186,9 +186,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
-# Static files: collected into STATIC_ROOT at build time and served by
-# WhiteNoise. Before collectstatic (tests, a checkout) it finds them in the apps.
-WHITENOISE_USE_FINDERS = not STATIC_ROOT.is_dir()
+# Static files: collected into STATIC_ROOT at build time (collectstatic) and
+# served by WhiteNoise from the web process. Outside production they are also
+# found in the apps directly, so a checkout needs no collectstatic.
+WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=not PRODUCTION)
 
 # One JSON object per line in production (LOG_FORMAT=json), readable text by
 # default. Request lines come from logger ``switchyard.requests``.
