@@ -7,6 +7,7 @@ differs only by environment variables: ``DATABASE_URL``, ``REDIS_URL``,
 pointing at a mounted file.
 """
 
+import warnings
 from pathlib import Path
 
 import environ
@@ -194,6 +195,9 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # served by WhiteNoise from the web process. Outside production they are also
 # found in the apps directly, so a checkout needs no collectstatic.
 WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=not PRODUCTION)
+if WHITENOISE_USE_FINDERS:
+    # Without collectstatic there is no STATIC_ROOT yet, and that is fine here.
+    warnings.filterwarnings("ignore", message="No directory at: ", category=UserWarning)
 
 # One JSON object per line in production (LOG_FORMAT=json), readable text by
 # default. Request lines come from logger ``switchyard.requests``.
@@ -210,7 +214,13 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.channels.server": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
+        # One line per upstream call would double the request log.
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
 }
 
 # Prometheus metrics at /metrics, for requests bearing this token. Without a
