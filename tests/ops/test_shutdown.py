@@ -19,7 +19,7 @@ from tests.conftest import server_env, start_daphne, wait_for, wait_rows
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
-GRACE = 4.0
+GRACE = 6.0
 
 
 class Stream(threading.Thread):
@@ -60,8 +60,8 @@ def test_sigterm_drains_streams_then_ends_the_rest_with_response_failed(provisio
     acme = provision("acme", simulator.url)
     server = start_daphne(server_env(SWITCHYARD_SHUTDOWN_GRACE_SECONDS=str(GRACE)))
     try:
-        # Two streams that finish within the grace period (~2 s), two that cannot (~40 s).
-        short = [Stream(server.url, acme.key, "[[rate:5]] [[tokens:10]] short") for _ in range(2)]
+        # Two streams that finish within the grace period (~1.6 s), two that cannot (~40 s).
+        short = [Stream(server.url, acme.key, "[[rate:5]] [[tokens:8]] short") for _ in range(2)]
         long = [Stream(server.url, acme.key, "[[rate:5]] [[tokens:200]] long") for _ in range(2)]
         for stream in short + long:
             stream.start()
@@ -108,7 +108,7 @@ def test_sigterm_drains_streams_then_ends_the_rest_with_response_failed(provisio
         assert len(rows) == 4  # the refused request was never admitted: no row
         for stream in short:
             row = rows[stream.request_id]
-            assert (row.status, row.output_tokens) == (200, 10)
+            assert (row.status, row.output_tokens) == (200, 8)
         for stream in long:
             row = rows[stream.request_id]
             assert row.status == 503 and row.error_code == "server_shutting_down"
