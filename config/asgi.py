@@ -10,7 +10,11 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from responses_api import draining  # noqa: E402
 from responses_api.consumers import ApiConsumer  # noqa: E402
+
+# Under daphne, SIGTERM drains the open exchanges before the process stops.
+draining.install()
 
 application = ProtocolTypeRouter(
     {

@@ -7,6 +7,7 @@ differs only by environment variables: ``DATABASE_URL``, ``REDIS_URL``,
 pointing at a mounted file.
 """
 
+import warnings
 from pathlib import Path
 
 import environ
@@ -31,14 +32,59 @@ def secret(name: str, default: str | None = None) -> str | None:
 DEBUG = env.bool("DEBUG", default=False)
 PRODUCTION = env.bool("SWITCHYARD_PRODUCTION", default=False)
 
-SECRET_KEY = secret("SECRET_KEY")
-if not SECRET_KEY:
-    if PRODUCTION:
-        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set in production.")
-    SECRET_KEY = "switchyard-embedded-default-not-for-production"
+# In production (SWITCHYARD_PRODUCTION=true) the embedded defaults are refused:
+# every one of these must be given, or the process stops at startup with one
+# message naming all that is missing.
+PRODUCTION_REQUIRED = (
+    "SECRET_KEY",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "SWITCHYARD_ENCRYPTION_KEY",
+    "ALLOWED_HOSTS",
+)
+if PRODUCTION:
+    _missing = [
+        name
+        for name in PRODUCTION_REQUIRED
+        if not (secret(name) if name != "ALLOWED_HOSTS" else env.str(name, default=""))
+    ]
+    if _missing:
+        raise ImproperlyConfigured(
+            "SWITCHYARD_PRODUCTION is set but these settings are missing: "
+            + ", ".join(_missing)
+            + ". Set each in the environment (secrets also as NAME_FILE, a path to a file "
+            "holding the value); see platform/README.md."
+        )
+    if DEBUG:
+        raise ImproperlyConfigured("DEBUG must not be true when SWITCHYARD_PRODUCTION is set.")
+
+SECRET_KEY = secret("SECRET_KEY") or "switchyard-embedded-default-not-for-production"
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# TLS is terminated in front of the web processes (nginx, an ingress); the
+# proxy's X-Forwarded-Proto says whether the client used HTTPS. Trust it only
+# when told to: a process reachable directly would let clients forge it.
+BEHIND_TLS = env.bool("SWITCHYARD_BEHIND_TLS", default=False)
+if BEHIND_TLS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+# Probes and scrapers talk plain HTTP to the pod; never redirect them.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool(
+    "SECURE_COOKIES", default=BEHIND_TLS or SECURE_SSL_REDIRECT
+)
+SECURE_HSTS_SECONDS = env.int(
+    "SECURE_HSTS_SECONDS", default=31_536_000 if BEHIND_TLS or SECURE_SSL_REDIRECT else 0
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+# The preload directive only allows a submission to the browsers' preload
+# list; nothing happens until someone submits the domain.
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=SECURE_HSTS_SECONDS > 0)
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
 
 INSTALLED_APPS = [
     "daphne",
@@ -57,8 +103,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    # Serves the console's CSS and scripts from daphne itself, so the console
-    # works offline and without a separate web server.
+    # Serves the collected static files (console, API docs) from the web
+    # process itself: no separate file server on Kubernetes.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -95,6 +141,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # writes from failing with "database is locked" in the embedded default.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Transactions take the write lock when they begin: a deferred one that
+    # reads, then writes, while another process commits fails at once with
+    # "database is locked" instead of waiting (SQLite's deadlock avoidance).
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -144,24 +194,58 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-# Serve straight from the apps' static folders too, so no collectstatic is
-# needed in the embedded default and tests; production images collect them.
-WHITENOISE_USE_FINDERS = True
+# Static files: collected into STATIC_ROOT at build time (collectstatic) and
+# served by WhiteNoise from the web process. Outside production they are also
+# found in the apps directly, so a checkout needs no collectstatic.
+WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=not PRODUCTION)
+if WHITENOISE_USE_FINDERS:
+    # Without collectstatic there is no STATIC_ROOT yet, and that is fine here.
+    warnings.filterwarnings("ignore", message="No directory at: ", category=UserWarning)
 
-LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+# One JSON object per line in production (LOG_FORMAT=json), readable text by
+# default. Request lines come from logger ``switchyard.requests``.
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+LOG_FORMAT = env.str("LOG_FORMAT", default="json" if PRODUCTION else "text").lower()
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be 'json' or 'text', not {LOG_FORMAT!r}.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "text": {"()": "config.logging.TextFormatter"},
+        "json": {"()": "config.logging.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.channels.server": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
+        # One line per upstream call would double the request log.
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
 }
+
+# Prometheus metrics at /metrics, for requests bearing this token. Without a
+# token /metrics answers 404. Several processes on one machine share
+# PROMETHEUS_MULTIPROC_DIR (see platform/README.md).
+METRICS_TOKEN = secret("METRICS_TOKEN") or ""
 
 # --- Switchyard -------------------------------------------------------------
 # Fernet key that encrypts upstream backend API keys at rest. Derived from
 # SECRET_KEY when unset, so the embedded default needs no configuration.
 SWITCHYARD_ENCRYPTION_KEY = secret("SWITCHYARD_ENCRYPTION_KEY") or ""
+if SWITCHYARD_ENCRYPTION_KEY:
+    from cryptography.fernet import Fernet
+
+    try:
+        Fernet(SWITCHYARD_ENCRYPTION_KEY)
+    except ValueError:
+        raise ImproperlyConfigured(
+            "SWITCHYARD_ENCRYPTION_KEY is not a Fernet key (32 url-safe base64-encoded bytes); "
+            "generate one with: python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())'"
+        ) from None
 # Seconds an API key or a model catalogue stays in a process's cache. Bounds
 # how long a revocation takes to reach every web process.
 SWITCHYARD_AUTH_CACHE_SECONDS = env.float("SWITCHYARD_AUTH_CACHE_SECONDS", default=5.0)
@@ -174,3 +258,6 @@ SWITCHYARD_MAX_BODY_BYTES = env.int("SWITCHYARD_MAX_BODY_BYTES", default=16 * 10
 # Interval of repeated response.in_progress events while a stream waits.
 SWITCHYARD_KEEPALIVE_SECONDS = env.float("SWITCHYARD_KEEPALIVE_SECONDS", default=10.0)
 SWITCHYARD_QUEUE_TIMEOUT = env.float("SWITCHYARD_QUEUE_TIMEOUT", default=30.0)
+# After SIGTERM a web process refuses new work and lets in-flight exchanges
+# finish for this long; those still running are then ended (response.failed).
+SWITCHYARD_SHUTDOWN_GRACE_SECONDS = env.float("SWITCHYARD_SHUTDOWN_GRACE_SECONDS", default=30.0)

@@ -1,11 +1,15 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from responses_api import views
 
 urlpatterns = [
     path("healthz", views.healthz),
     path("readyz", views.readyz),
+    path("metrics", views.metrics),
+    # The API itself is routed to its consumer in config/asgi.py, except these two.
+    re_path(r"^(?:api/)?v1/openapi\.json$", views.openapi_json),
+    re_path(r"^(?:api/)?v1/docs/?$", views.api_docs),
     path("admin/", admin.site.urls),
     path("console/", include("console.urls")),
     path("", views.home),

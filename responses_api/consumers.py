@@ -6,6 +6,8 @@ message, so a disconnect during a long stream would go unseen (channels
 ``http.disconnect`` cancels the task if the response is still being written
 — aborting the upstream request at once — and otherwise lets it finish its
 cleanup (daphne also sends ``http.disconnect`` after a complete response).
+The task is registered with ``draining.drain`` so that a SIGTERM lets it
+finish, or ends it at the shutdown deadline.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 from channels.generic.http import AsyncHttpConsumer
 
 from responses_api import endpoints
+from responses_api.draining import drain, shutting_down
 from responses_api.relay import Exchange, Responder, new_request_id
 
 _PREFIX = re.compile(r"^/(?:api/)?v1(/.*)?$")
@@ -42,7 +45,12 @@ class ApiConsumer(AsyncHttpConsumer):
         route = (match.group(1) or "/") if match else scope["path"]
         exchange = Exchange(request_id=new_request_id(), endpoint=route)
         responder = Responder(send, exchange)
+        if drain.draining:
+            # Not admitted (so no usage row): the client retries elsewhere.
+            await responder.error(shutting_down())
+            return
         task = asyncio.ensure_future(endpoints.dispatch(scope, route, body, responder, exchange))
+        drain.track(task, exchange)
         listener = asyncio.ensure_future(receive())
         try:
             while True:

@@ -45,9 +45,10 @@ async def dispatch(
             ApiError(404, f"{route} is not served by this server.", code="unknown_url")
         )
         return
-    if _STORED.match(route):
-        if method not in ("GET", "DELETE"):
-            await responder.error(_method_not_allowed(method, b"GET, DELETE"))
+    if stored := _STORED.match(route):
+        allowed = (b"GET",) if stored.group(2) else (b"GET", b"DELETE")
+        if method.encode() not in allowed:
+            await responder.error(_method_not_allowed(method, b", ".join(allowed)))
             return
         await _authenticated(scope, responder, exchange, _stored_response)
         return

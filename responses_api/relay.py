@@ -26,7 +26,9 @@ from responses_api.auth import Caller, authenticate, key_from_headers
 from responses_api.backends.client import chat_request, get_client
 from responses_api.backends.routing import Lease, router
 from responses_api.catalog import ModelEntry, get_catalog
+from responses_api.draining import shutting_down
 from responses_api.errors import ApiError, from_validation_error, invalid
+from responses_api.metrics import request_observe
 from responses_api.protocol import CreateResponse
 from responses_api.sse import ChunkReader, EventWriter, UpstreamProtocolError
 from responses_api.translate.request import ChatPlan, build_chat_request
@@ -75,6 +77,9 @@ class Exchange:
     client_ip: str | None = None
     user_agent: str = ""
     submitted: bool = False
+    # Set by draining.Drain when the process's shutdown deadline ends this
+    # exchange: its cancellation then ends it as a 503, not a 499.
+    shutdown: bool = False
 
     def fail(self, error: ApiError) -> None:
         self.status = error.status
@@ -167,6 +172,7 @@ class Exchange:
         self.submitted = True
         row = self.row()
         await sink.submit(row)
+        request_observe(row=row)
         log.info(
             "request",
             extra={"switchyard": {k: row[k] for k in _LOG_FIELDS}},
@@ -291,10 +297,17 @@ async def serve(
     try:
         lease = await _handle(exchange, responder, headers, body)
     except asyncio.CancelledError:
-        exchange.status = 499
-        exchange.note = "Client disconnected"
-        exchange.error_code = "client_disconnected"
-        raise
+        if not exchange.shutdown:
+            exchange.status = 499
+            exchange.note = "Client disconnected"
+            exchange.error_code = "client_disconnected"
+            raise
+        error = shutting_down()
+        exchange.fail(error)
+        exchange.note = "Server shut down"
+        await exchange.submit()
+        if not responder.started:
+            await responder.error(error)
     except ApiError as error:
         exchange.fail(error)
         await exchange.submit()
@@ -396,6 +409,9 @@ async def _handle(
             raise ApiError(
                 504, f"Backend '{backend.name}' timed out.", code="backend_timeout"
             ) from None
+        except BaseException:
+            router.release(lease)  # cancelled (client gone) while connecting
+            raise
         try:
             if upstream.status_code >= 500 or upstream.status_code == 429:
                 await upstream.aread()
@@ -411,6 +427,11 @@ async def _handle(
             router.remember(affinity, backend.id)
             await _relay(exchange, responder, request, plan, upstream, store)
             return lease
+        except BaseException:
+            # An error or a cancellation (client gone) frees the slot too;
+            # release() is idempotent.
+            router.release(lease)
+            raise
         finally:
             await upstream.aclose()
     assert last_error is not None
@@ -595,6 +616,18 @@ async def _relay_stream(
         exchange.fail(error)  # the client saw 200 then response.failed; the row says 502
         exchange.error_code = code
         events = translator.fail(code, message, exchange.extras())
+        await exchange.submit()
+        await responder.end_stream(writer.encode(events))
+        return
+    except asyncio.CancelledError:
+        if not exchange.shutdown:
+            raise
+        # The process's shutdown deadline: end the stream properly, keep the tokens.
+        exchange.take_usage(translator)
+        error = shutting_down()
+        exchange.fail(error)
+        exchange.note = "Server shut down"
+        events = translator.fail("server_error", error.message, exchange.extras())
         await exchange.submit()
         await responder.end_stream(writer.encode(events))
         return

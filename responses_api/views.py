@@ -1,4 +1,6 @@
-"""Health endpoints and the front page (the API itself is in consumers.py)."""
+"""Operational endpoints and the front page (the API itself is in consumers.py)."""
+
+import hmac
 
 from django.conf import settings
 from django.db import connection
@@ -11,6 +13,11 @@ def healthz(request: HttpRequest) -> HttpResponse:
 
 
 def readyz(request: HttpRequest) -> HttpResponse:
+    from responses_api.draining import drain
+
+    if drain.draining:
+        # SIGTERM received: take no new work while the open streams finish.
+        return JsonResponse({"status": "draining", "checks": {}}, status=503)
     checks: dict[str, str] = {}
     try:
         with connection.cursor() as cursor:
@@ -30,6 +37,64 @@ def readyz(request: HttpRequest) -> HttpResponse:
     return JsonResponse(
         {"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503
     )
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus exposition, only for ``Authorization: Bearer $METRICS_TOKEN``."""
+    from responses_api.metrics import exposition
+
+    token = settings.METRICS_TOKEN
+    if not token:
+        return HttpResponse("Not found: /metrics is off (METRICS_TOKEN is not set).\n", status=404)
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    valid = hmac.compare_digest(given.strip().encode(), token.encode())
+    if scheme.lower() != "bearer" or not valid:
+        response = HttpResponse("Unauthorized\n", status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    body, content_type = exposition()
+    return HttpResponse(body, content_type=content_type)
+
+
+def openapi_json(request: HttpRequest) -> HttpResponse:
+    """The OpenAPI 3.1 schema of the public API (public, like the API's shape)."""
+    from responses_api.openapi import openapi_schema
+
+    response = JsonResponse(openapi_schema(), json_dumps_params={"indent": 1})
+    response["Access-Control-Allow-Origin"] = "*"
+    return response
+
+
+DOCS_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Switchyard API reference</title>
+<link rel="stylesheet" href="{css}">
+</head>
+<body>
+<div id="swagger-ui" data-schema="{schema}"></div>
+<script src="{bundle}"></script>
+<script src="{init}"></script>
+</body>
+</html>
+"""
+
+
+def api_docs(request: HttpRequest) -> HttpResponse:
+    """Interactive API reference, rendered in the browser from the vendored Swagger UI."""
+    from django.templatetags.static import static
+    from django.utils.html import escape
+
+    vendor = "apidocs/swagger-ui-5.35.0/"
+    page = DOCS_PAGE.format(
+        css=escape(static(vendor + "swagger-ui.css")),
+        bundle=escape(static(vendor + "swagger-ui-bundle.js")),
+        init=escape(static("apidocs/init.js")),
+        schema="/api/v1/openapi.json",
+    )
+    return HttpResponse(page)
 
 
 def home(request: HttpRequest) -> HttpResponse:

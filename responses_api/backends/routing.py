@@ -19,6 +19,7 @@ from django.conf import settings
 
 from responses_api.catalog import ModelEntry, Route
 from responses_api.errors import ApiError
+from responses_api.metrics import in_flight_add
 
 SUSPECT_SECONDS = 10.0
 AFFINITY_ENTRIES = 50_000
@@ -154,6 +155,7 @@ class Router:
             finally:
                 self.waiting -= 1
         self.in_flight[route.backend.id] = self.in_flight.get(route.backend.id, 0) + 1
+        in_flight_add(backend=route.backend.name, delta=1)
         return Lease(route=route, queue_wait_ms=(time.perf_counter() - started) * 1000)
 
     def release(self, lease: Lease) -> None:
@@ -162,6 +164,7 @@ class Router:
         lease.released = True
         backend_id = lease.route.backend.id
         self.in_flight[backend_id] = max(self.in_flight.get(backend_id, 1) - 1, 0)
+        in_flight_add(backend=lease.route.backend.name, delta=-1)
         condition = self._freed
         if self.waiting and condition is not None and self._loop is not None:
             task = self._loop.create_task(self._notify(condition))

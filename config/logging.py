@@ -1,0 +1,49 @@
+"""Log formatters: one JSON object per line (``LOG_FORMAT=json``) or text.
+
+Request lines (logger ``switchyard.requests``) carry their fields in
+``extra={"switchyard": {...}}``; those fields are chosen in ``relay.py`` and
+never include prompts, answers or keys beyond the key's public prefix. Other
+``extra`` attributes are not copied, so nothing reaches the output by accident.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+_FIELDS = "switchyard"
+
+
+class JsonFormatter(logging.Formatter):
+    """``{"ts", "level", "logger", "message", ...fields, "exc_info"?}`` per line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, _FIELDS, None)
+        if isinstance(fields, dict):
+            entry.update(fields)
+        if record.exc_info:
+            entry["exc_info"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry, default=str).decode()
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger message key=value ...``, for people at a terminal."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = getattr(record, _FIELDS, None)
+        if isinstance(fields, dict):
+            line += "".join(f" {k}={v}" for k, v in fields.items())
+        return line

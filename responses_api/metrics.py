@@ -1,0 +1,142 @@
+"""Prometheus metrics (SPEC §4.1 ``GET /metrics``), with the official client.
+
+Per-request metrics are recorded in one place, :func:`request_observe`, when
+the usage row is submitted (``relay.Exchange.submit``): a handful of counter
+and histogram updates per request, nothing per token. In-flight counts move
+with the router's leases; backend health is read from the database at scrape
+time, so every process reports the same (the Celery health task writes it).
+
+Several processes behind one scrape address (systemd units behind nginx) share
+``PROMETHEUS_MULTIPROC_DIR``: the client then keeps values in files there and
+:func:`exposition` merges them. The directory must be empty when the processes
+start (see platform/README.md). On Kubernetes each pod is scraped on its own
+and needs none of that.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+REQUESTS = Counter(
+    "switchyard_requests",
+    "Authenticated API requests by model, backend and final status (499: client gone).",
+    ["model", "backend", "status"],
+)
+TOKENS = Counter(
+    "switchyard_tokens",
+    "Tokens by direction: input, cached (part of input), output, reasoning (part of output).",
+    ["model", "backend", "kind"],
+)
+TIME_TO_FIRST_TOKEN = Histogram(
+    "switchyard_time_to_first_token_seconds",
+    "From the request's arrival to the first token from the backend.",
+    ["model", "backend"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120),
+)
+DURATION = Histogram(
+    "switchyard_request_duration_seconds",
+    "From the request's arrival to its end (last byte, error or disconnect).",
+    ["model", "backend", "stream"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
+)
+QUEUE_WAIT = Histogram(
+    "switchyard_queue_wait_seconds",
+    "Time spent waiting for a backend slot (every backend at its concurrency limit).",
+    ["model"],
+    buckets=(0.001, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30),
+)
+RATE_LIMITED = Counter(
+    "switchyard_rate_limited",
+    "Requests answered 429, by error code (key/organisation limits or a backend's).",
+    ["model", "code"],
+)
+IN_FLIGHT = Gauge(
+    "switchyard_backend_in_flight",
+    "Requests currently holding a slot on a backend.",
+    ["backend"],
+    multiprocess_mode="livesum",
+)
+
+
+def request_observe(*, row: dict[str, Any]) -> None:
+    """Record one finished request from its usage row."""
+    model = row.get("model") or ""
+    backend = row.get("backend_name") or ""
+    status = int(row.get("status") or 0)
+    REQUESTS.labels(model, backend, str(status)).inc()
+    for kind, field in (
+        ("input", "input_tokens"),
+        ("cached", "cached_tokens"),
+        ("output", "output_tokens"),
+        ("reasoning", "reasoning_tokens"),
+    ):
+        if row.get(field):
+            TOKENS.labels(model, backend, kind).inc(row[field])
+    if row.get("ttft_ms") is not None:
+        TIME_TO_FIRST_TOKEN.labels(model, backend).observe(row["ttft_ms"] / 1000)
+    if row.get("duration_ms") is not None:
+        DURATION.labels(model, backend, "true" if row.get("stream") else "false").observe(
+            row["duration_ms"] / 1000
+        )
+    if row.get("queue_wait_ms") is not None:
+        QUEUE_WAIT.labels(model).observe(row["queue_wait_ms"] / 1000)
+    if status == 429:
+        RATE_LIMITED.labels(model, row.get("error_code") or "").inc()
+
+
+def in_flight_add(*, backend: str, delta: int) -> None:
+    IN_FLIGHT.labels(backend).inc(delta)
+
+
+class BackendHealthCollector:
+    """``switchyard_backend_up`` per backend, read from the database at scrape time."""
+
+    def collect(self):
+        from responses_api.models import Backend
+
+        family = GaugeMetricFamily(
+            "switchyard_backend_up",
+            "1 when the last health check found the backend online, 0 otherwise; "
+            "-1 for disabled backends.",
+            labels=["backend", "backend_id", "organisation"],
+        )
+        rows = Backend.objects.values_list("id", "name", "organisation__slug", "health", "enabled")
+        for backend_id, name, organisation, health, enabled in rows:
+            value = -1.0 if not enabled else 1.0 if health == Backend.Health.ONLINE else 0.0
+            family.add_metric([name, str(backend_id), organisation or ""], value)
+        yield family
+
+
+def multiprocess_dir() -> str:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+
+
+def exposition() -> tuple[bytes, str]:
+    """The text exposition of this process (or of every process sharing the directory)."""
+    if multiprocess_dir():
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+    else:
+        registry = REGISTRY
+    health = CollectorRegistry()
+    health.register(BackendHealthCollector())
+    return generate_latest(registry) + generate_latest(health), CONTENT_TYPE_LATEST
+
+
+def process_exit() -> None:
+    """Drop this process's live gauges from the shared directory."""
+    if multiprocess_dir():
+        mark_process_dead(os.getpid())

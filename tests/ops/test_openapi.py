@@ -1,0 +1,110 @@
+"""The OpenAPI document, the docs page, and a schema-based fuzz run against a live server."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+    unsupported_method,
+)
+
+from responses_api.openapi import openapi_schema
+from responses_api.protocol import CreateResponse
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+schema = schemathesis.openapi.from_dict(openapi_schema())
+
+
+@pytest.mark.parametrize("prefix", ["/api/v1", "/v1"])
+def test_openapi_json_is_served_without_authentication(api_server, prefix):
+    response = httpx.get(api_server.url + prefix + "/openapi.json", timeout=10)
+    assert response.status_code == 200
+    document = response.json()
+    assert document["openapi"] == "3.1.0"
+    assert set(document["paths"]) == {
+        "/responses",
+        "/models",
+        "/responses/{response_id}",
+        "/responses/{response_id}/input_items",
+    }
+
+
+def test_the_document_is_valid_openapi_3_1():
+    # The OpenAPI 3.1 meta-schema, as bundled with the pinned schemathesis.
+    from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
+
+    errors = [e.message for e in OPENAPI_31_VALIDATOR.iter_errors(openapi_schema())]
+    assert errors == []
+
+
+def test_the_request_schema_is_the_validating_model(api_server):
+    document = httpx.get(api_server.url + "/api/v1/openapi.json", timeout=10).json()
+    request = document["components"]["schemas"]["CreateResponse"]
+    assert set(request["properties"]) == set(CreateResponse.model_fields)
+    assert request["additionalProperties"] is False
+    assert request["properties"]["temperature"]["anyOf"][0] == {
+        "maximum": 2,
+        "minimum": 0,
+        "type": "number",
+    }
+
+
+def test_docs_page_renders_from_vendored_files(api_server):
+    page = httpx.get(api_server.url + "/api/v1/docs", timeout=10)
+    assert page.status_code == 200
+    assert 'data-schema="/api/v1/openapi.json"' in page.text
+    assert "https://" not in page.text and "http://" not in page.text  # nothing from a CDN
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css", "init.js"):
+        start = page.text.index("/static/")
+        assert asset in page.text[start:]
+    bundle = httpx.get(
+        api_server.url + "/static/apidocs/swagger-ui-5.35.0/swagger-ui-bundle.js", timeout=10
+    )
+    assert bundle.status_code == 200 and "SwaggerUIBundle" in bundle.text
+
+
+@pytest.fixture
+def fuzz_target(api_server, provision, simulator):
+    acme = provision("acme", simulator.url)
+    return api_server.url + "/api/v1", {"authorization": f"Bearer {acme.key}"}
+
+
+@schema.parametrize()
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_fuzzing_the_api_from_its_schema_finds_no_server_error(case, fuzz_target):
+    base_url, headers = fuzz_target
+    model = case.body.get("model") if isinstance(case.body, dict) else None
+    if isinstance(model, str) and 1 <= len(model) <= 200:
+        # A valid model name becomes one that exists (still valid), so generated
+        # bodies reach the relay and the backend.
+        case.body["model"] = "sim-model"
+    # Not checked: that every schema-valid body is accepted (input items are
+    # typed loosely in the schema and validated per type) and auth-removal
+    # probes (the key is always sent here; 401s are tested elsewhere).
+    case.call_and_validate(
+        base_url=base_url,
+        headers=headers,
+        checks=[
+            not_a_server_error,
+            status_code_conformance,
+            content_type_conformance,
+            response_headers_conformance,
+            response_schema_conformance,
+            negative_data_rejection,
+            unsupported_method,
+        ],
+    )
