@@ -24,10 +24,11 @@ from pydantic import ValidationError
 
 from responses_api.auth import Caller, authenticate, key_from_headers
 from responses_api.backends.client import chat_request, get_client
-from responses_api.backends.routing import Lease, router
+from responses_api.backends.routing import Lease, affinity_key, router
 from responses_api.catalog import ModelEntry, get_catalog
 from responses_api.errors import ApiError, from_validation_error, invalid
 from responses_api.protocol import CreateResponse
+from responses_api.ratelimit import estimate_tokens, limits_admit, limits_settle
 from responses_api.sse import ChunkReader, EventWriter, UpstreamProtocolError
 from responses_api.translate.request import ChatPlan, build_chat_request
 from responses_api.translate.response import echo_settings
@@ -75,6 +76,12 @@ class Exchange:
     client_ip: str | None = None
     user_agent: str = ""
     submitted: bool = False
+    # x-ratelimit-* headers for every response of a rate-limited caller.
+    limit_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    # The stream's translator and event numbering, once the stream exists
+    # (it may start while the request still waits for a backend slot).
+    translator: StreamTranslator | None = None
+    writer: EventWriter | None = None
 
     def fail(self, error: ApiError) -> None:
         self.status = error.status
@@ -166,7 +173,8 @@ class Exchange:
             return
         self.submitted = True
         row = self.row()
-        await sink.submit(row)
+        # Shielded: a disconnect arriving now must not cut the row off half-sent.
+        await asyncio.shield(sink.submit(row))
         log.info(
             "request",
             extra={"switchyard": {k: row[k] for k in _LOG_FIELDS}},
@@ -209,6 +217,7 @@ class Responder:
         if self.exchange.backend_id:
             headers.append((b"x-backend-id", self.exchange.backend_id.encode()))
             headers.append((b"x-backend-name", self.exchange.backend_name.encode()))
+        headers.extend(self.exchange.limit_headers)
         return headers
 
     async def json(self, status: int, body: bytes, extra: list[tuple[bytes, bytes]] = ()) -> None:
@@ -287,19 +296,22 @@ async def serve(
     except ApiError as error:
         await responder.error(error)  # unauthenticated: no usage row
         return
-    lease: Lease | None = None
     try:
-        lease = await _handle(exchange, responder, headers, body)
+        await _handle(exchange, responder, headers, body)
     except asyncio.CancelledError:
         exchange.status = 499
         exchange.note = "Client disconnected"
         exchange.error_code = "client_disconnected"
+        if exchange.translator is not None:
+            exchange.take_usage(exchange.translator)  # the tokens produced until now
         raise
     except ApiError as error:
         exchange.fail(error)
         await exchange.submit()
         if not responder.started:
             await responder.error(error)
+        elif not responder.finished:
+            await _fail_stream(exchange, responder, error)
     except Exception as exc:  # a bug or an unexpected upstream failure: never a traceback out
         log.exception("request %s failed", exchange.request_id)
         error = ApiError(
@@ -311,8 +323,6 @@ async def serve(
         if not responder.started:
             await responder.error(error)
     finally:
-        if lease is not None:
-            router.release(lease)
         if not exchange.submitted:
             # Shielded: the row must be written even while being cancelled.
             await asyncio.shield(exchange.submit())
@@ -320,7 +330,7 @@ async def serve(
 
 async def _handle(
     exchange: Exchange, responder: Responder, headers: dict[bytes, bytes], body: bytes
-) -> Lease | None:
+) -> None:
     caller = exchange.caller
     assert caller is not None
     if len(body) > settings.SWITCHYARD_MAX_BODY_BYTES:
@@ -352,73 +362,174 @@ async def _handle(
     exchange.model_entry = model
     store = _store_decision(request, caller, exchange)
 
+    admission = await limits_admit(caller=caller, estimate=estimate_tokens(body))
+    if admission is not None:
+        exchange.limit_headers = admission.headers
+    try:
+        await _route(exchange, responder, request, model, store, headers)
+    finally:
+        if admission is not None:
+            # Input tokens the backend never reported (a cancelled request)
+            # stay counted at the admission estimate.
+            used = (exchange.input_tokens or admission.estimate) + exchange.output_tokens
+            await asyncio.shield(limits_settle(admission=admission, tokens=used))
+
+
+_RETRYABLE = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+)
+
+
+async def _route(
+    exchange: Exchange,
+    responder: Responder,
+    request: CreateResponse,
+    model: ModelEntry,
+    store: bool,
+    headers: dict[bytes, bytes],
+) -> None:
+    """Lease a backend and relay; until the backend has answered, a failure
+    is retried on another eligible backend (SPEC §5), at most MAX_ATTEMPTS."""
     pinned = headers.get(b"x-backend-id")
-    pinned_id = pinned.decode("latin-1") if pinned else None
-    affinity = request.prompt_cache_key
+    pinned_id = pinned.decode("latin-1").strip() if pinned else None
+    affinity = affinity_key(
+        organisation_id=exchange.caller.organisation_id if exchange.caller else 0,
+        model_id=model.id,
+        prompt_cache_key=request.prompt_cache_key,
+        instructions=request.instructions,
+        input=request.input,
+    )
+    if model.routes:
+        # Validates the request before it queues; its envelope (echoed settings,
+        # tools) is what a stream that starts while queued announces.
+        first = model.routes[0]
+        preview = _plan(request, model, first)
+    on_wait = (
+        _queue_keepalive(exchange, responder, request, preview, store)
+        if (exchange.stream and model.routes)
+        else None
+    )
     tried: set[str] = set()
     last_error: ApiError | None = None
     while exchange.attempts < MAX_ATTEMPTS:
-        lease = await router.acquire(model, pinned=pinned_id, affinity_key=affinity, exclude=tried)
-        exchange.queue_wait_ms = (exchange.queue_wait_ms or 0.0) + lease.queue_wait_ms
-        route = lease.route
-        backend = route.backend
-        exchange.attempts += 1
-        exchange.backend_id, exchange.backend_name = backend.id, backend.name
-        exchange.backend_version = backend.version
-        plan = build_chat_request(
-            request,
-            upstream_model=route.upstream_name,
-            dialect=backend.dialect,
-            limits=model.limits,
-            extra_body=backend.extra_body,
-        )
-        for notice in plan.notices:
-            if notice not in exchange.notices:
-                exchange.notices.append(notice)
-        http = get_client(backend.base_url, backend.api_key)
         try:
-            upstream = await http.send(chat_request(http, plan.body), stream=True)
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
-            router.mark_suspect(backend.id)
-            router.release(lease)
-            tried.add(backend.id)
-            last_error = ApiError(
-                503,
-                f"Backend '{backend.name}' could not be reached: {type(exc).__name__}.",
-                code="backend_unreachable",
-                headers=[(b"retry-after", b"5")],
+            lease = await router.acquire(
+                model, pinned=pinned_id, affinity=affinity, exclude=tried, on_wait=on_wait
             )
-            if pinned_id:
-                raise last_error from None
-            continue
-        except httpx.TimeoutException:
-            router.release(lease)
-            raise ApiError(
-                504, f"Backend '{backend.name}' timed out.", code="backend_timeout"
-            ) from None
+        except ApiError as error:
+            if last_error is not None and error.code == "no_backend_available":
+                break  # nothing left to fail over to: report what the backends did
+            raise
         try:
-            if upstream.status_code >= 500 or upstream.status_code == 429:
-                await upstream.aread()
-                router.release(lease)
-                tried.add(backend.id)
-                last_error = _upstream_error(upstream, backend.name)
-                if pinned_id:
-                    raise last_error
-                continue
-            if upstream.status_code >= 400:
-                await upstream.aread()
-                raise _upstream_error(upstream, backend.name)
-            router.remember(affinity, backend.id)
-            await _relay(exchange, responder, request, plan, upstream, store)
-            return lease
+            last_error = await _attempt(exchange, responder, request, model, store, lease, affinity)
         finally:
-            await upstream.aclose()
+            await asyncio.shield(router.release(lease))
+        if last_error is None:
+            return
+        tried.add(lease.route.backend.id)
+        if pinned_id:
+            break
     assert last_error is not None
-    if last_error.status == 429:
-        raise last_error
-    if last_error.status >= 500 and last_error.code != "backend_unreachable":
+    if last_error.status >= 500 and last_error.code not in ("backend_unreachable", None):
         raise ApiError(502, last_error.message, code="bad_gateway")
     raise last_error
+
+
+def _plan(request: CreateResponse, model: ModelEntry, route) -> ChatPlan:
+    return build_chat_request(
+        request,
+        upstream_model=route.upstream_name,
+        dialect=route.backend.dialect,
+        limits=model.limits,
+        extra_body=route.backend.extra_body,
+    )
+
+
+async def _attempt(
+    exchange: Exchange,
+    responder: Responder,
+    request: CreateResponse,
+    model: ModelEntry,
+    store: bool,
+    lease: Lease,
+    affinity: str | None,
+) -> ApiError | None:
+    """One try on the leased backend: None when it answered (the exchange is
+    done), or the error to fail over from when it failed before answering."""
+    exchange.queue_wait_ms = (exchange.queue_wait_ms or 0.0) + lease.queue_wait_ms
+    route = lease.route
+    backend = route.backend
+    exchange.attempts += 1
+    exchange.backend_id, exchange.backend_name = backend.id, backend.name
+    exchange.backend_version = backend.version
+    plan = _plan(request, model, route)
+    for notice in plan.notices:
+        if notice not in exchange.notices:
+            exchange.notices.append(notice)
+    http = get_client(backend.base_url, backend.api_key)
+    try:
+        upstream = await http.send(chat_request(http, plan.body), stream=True)
+    except _RETRYABLE as exc:
+        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+            await router.mark_suspect(backend.id)
+        return ApiError(
+            503,
+            f"Backend '{backend.name}' could not be reached: {type(exc).__name__}.",
+            code="backend_unreachable",
+            headers=[(b"retry-after", b"5")],
+        )
+    except httpx.TimeoutException:
+        message = f"Backend '{backend.name}' timed out."
+        raise ApiError(504, message, code="backend_timeout") from None
+    try:
+        if upstream.status_code >= 500 or upstream.status_code == 429:
+            await upstream.aread()
+            return _upstream_error(upstream, backend.name)
+        if upstream.status_code >= 400:
+            await upstream.aread()
+            raise _upstream_error(upstream, backend.name)
+        await router.remember(affinity, backend.id)
+        await _relay(exchange, responder, request, plan, upstream, store)
+        return None
+    finally:
+        # Shielded: closing is what tells the backend that the client left,
+        # and what returns the connection; a second cancel must not skip it.
+        await asyncio.shield(upstream.aclose())
+
+
+def _queue_keepalive(
+    exchange: Exchange,
+    responder: Responder,
+    request: CreateResponse,
+    plan: ChatPlan,
+    store: bool,
+) -> Callable[[], Awaitable[None]]:
+    """While a stream waits for a backend slot: start the stream at the first
+    keep-alive tick, then repeat ``response.in_progress`` (SPEC §4.6)."""
+
+    async def tick() -> None:
+        if exchange.translator is None:
+            exchange.translator = _new_translator(request, plan, store)
+            exchange.writer = EventWriter()
+            await responder.start_stream()
+            await responder.chunk(exchange.writer.encode(exchange.translator.start()))
+        elif exchange.writer is not None:
+            await responder.chunk(exchange.writer.encode([exchange.translator.keepalive()]))
+
+    return tick
+
+
+async def _fail_stream(exchange: Exchange, responder: Responder, error: ApiError) -> None:
+    """End a stream that started (while queued) but got no backend."""
+    if exchange.translator is None or exchange.writer is None:
+        return
+    code = "rate_limit_exceeded" if error.status == 429 else "server_error"
+    events = exchange.translator.fail(code, error.message, exchange.extras())
+    await responder.end_stream(exchange.writer.encode(events))
 
 
 def _store_decision(request: CreateResponse, caller: Caller, exchange: Exchange) -> bool:
@@ -504,6 +615,16 @@ async def _relay(
     upstream: httpx.Response,
     store: bool,
 ) -> None:
+    translator = exchange.translator or _new_translator(request, plan, store)
+    exchange.translator = translator
+    reader = ChunkReader()
+    if exchange.stream:
+        await _relay_stream(exchange, responder, translator, reader, upstream, plan)
+    else:
+        await _relay_json(exchange, responder, translator, reader, upstream, plan)
+
+
+def _new_translator(request: CreateResponse, plan: ChatPlan, store: bool) -> StreamTranslator:
     echo = echo_settings(
         request,
         store=store,
@@ -511,18 +632,13 @@ async def _relay(
         top_p=plan.body.get("top_p"),
         max_output_tokens=plan.max_output_tokens,
     )
-    translator = StreamTranslator(
+    return StreamTranslator(
         response_id=new_id("resp"),
         model=request.model,
         echo=echo,
         tools=plan.tools,
         max_tool_calls=plan.max_tool_calls,
     )
-    reader = ChunkReader()
-    if exchange.stream:
-        await _relay_stream(exchange, responder, translator, reader, upstream, plan)
-    else:
-        await _relay_json(exchange, responder, translator, reader, upstream, plan)
 
 
 def _budget_notice(exchange: Exchange, translator: StreamTranslator, plan: ChatPlan) -> None:
@@ -566,9 +682,11 @@ async def _relay_stream(
     upstream: httpx.Response,
     plan: ChatPlan,
 ) -> None:
-    writer = EventWriter()
-    await responder.start_stream()
-    await responder.chunk(writer.encode(translator.start()))
+    writer = exchange.writer or EventWriter()
+    exchange.writer = writer
+    if not responder.started:
+        await responder.start_stream()
+        await responder.chunk(writer.encode(translator.start()))
 
     async def keepalive() -> None:
         await responder.chunk(writer.encode([translator.keepalive()]))
