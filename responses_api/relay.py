@@ -23,14 +23,13 @@ from django.conf import settings
 from pydantic import ValidationError
 
 from responses_api.auth import Caller, authenticate, key_from_headers
-from responses_api.backends.client import chat_request, get_client
-from responses_api.backends.routing import Lease, affinity_key, router
+from responses_api.backends.failover import forward, plan_for
 from responses_api.catalog import ModelEntry, get_catalog
 from responses_api.errors import ApiError, from_validation_error, invalid
 from responses_api.protocol import CreateResponse
 from responses_api.ratelimit import estimate_tokens, limits_admit, limits_settle
 from responses_api.sse import ChunkReader, EventWriter, UpstreamProtocolError
-from responses_api.translate.request import ChatPlan, build_chat_request
+from responses_api.translate.request import ChatPlan
 from responses_api.translate.response import echo_settings
 from responses_api.translate.stream import StreamTranslator, new_id
 from responses_api.usage import sink
@@ -38,7 +37,6 @@ from responses_api.usage import sink
 log = logging.getLogger("switchyard.requests")
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-MAX_ATTEMPTS = 3
 JSON = b"application/json"
 
 
@@ -365,140 +363,31 @@ async def _handle(
     admission = await limits_admit(caller=caller, estimate=estimate_tokens(body))
     if admission is not None:
         exchange.limit_headers = admission.headers
+    # Validates the request before it queues; its envelope (echoed settings,
+    # tools) is what a stream that starts while queued announces.
+    preview = plan_for(request, model, model.routes[0]) if model.routes else None
+    pinned = headers.get(b"x-backend-id")
     try:
-        await _route(exchange, responder, request, model, store, headers)
+        await forward(
+            exchange,
+            request=request,
+            model=model,
+            pinned=pinned.decode("latin-1").strip() if pinned else None,
+            on_wait=(
+                _queue_keepalive(exchange, responder, request, preview, store)
+                if exchange.stream and preview is not None
+                else None
+            ),
+            relay=lambda plan, upstream: _relay(
+                exchange, responder, request, plan, upstream, store
+            ),
+        )
     finally:
         if admission is not None:
             # Input tokens the backend never reported (a cancelled request)
             # stay counted at the admission estimate.
             used = (exchange.input_tokens or admission.estimate) + exchange.output_tokens
             await asyncio.shield(limits_settle(admission=admission, tokens=used))
-
-
-_RETRYABLE = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.RemoteProtocolError,
-    httpx.ReadError,
-    httpx.WriteError,
-)
-
-
-async def _route(
-    exchange: Exchange,
-    responder: Responder,
-    request: CreateResponse,
-    model: ModelEntry,
-    store: bool,
-    headers: dict[bytes, bytes],
-) -> None:
-    """Lease a backend and relay; until the backend has answered, a failure
-    is retried on another eligible backend (SPEC §5), at most MAX_ATTEMPTS."""
-    pinned = headers.get(b"x-backend-id")
-    pinned_id = pinned.decode("latin-1").strip() if pinned else None
-    affinity = affinity_key(
-        organisation_id=exchange.caller.organisation_id if exchange.caller else 0,
-        model_id=model.id,
-        prompt_cache_key=request.prompt_cache_key,
-        instructions=request.instructions,
-        input=request.input,
-    )
-    if model.routes:
-        # Validates the request before it queues; its envelope (echoed settings,
-        # tools) is what a stream that starts while queued announces.
-        first = model.routes[0]
-        preview = _plan(request, model, first)
-    on_wait = (
-        _queue_keepalive(exchange, responder, request, preview, store)
-        if (exchange.stream and model.routes)
-        else None
-    )
-    tried: set[str] = set()
-    last_error: ApiError | None = None
-    while exchange.attempts < MAX_ATTEMPTS:
-        try:
-            lease = await router.acquire(
-                model, pinned=pinned_id, affinity=affinity, exclude=tried, on_wait=on_wait
-            )
-        except ApiError as error:
-            if last_error is not None and error.code == "no_backend_available":
-                break  # nothing left to fail over to: report what the backends did
-            raise
-        try:
-            last_error = await _attempt(exchange, responder, request, model, store, lease, affinity)
-        finally:
-            await asyncio.shield(router.release(lease))
-        if last_error is None:
-            return
-        tried.add(lease.route.backend.id)
-        if pinned_id:
-            break
-    assert last_error is not None
-    if last_error.status >= 500 and last_error.code not in ("backend_unreachable", None):
-        raise ApiError(502, last_error.message, code="bad_gateway")
-    raise last_error
-
-
-def _plan(request: CreateResponse, model: ModelEntry, route) -> ChatPlan:
-    return build_chat_request(
-        request,
-        upstream_model=route.upstream_name,
-        dialect=route.backend.dialect,
-        limits=model.limits,
-        extra_body=route.backend.extra_body,
-    )
-
-
-async def _attempt(
-    exchange: Exchange,
-    responder: Responder,
-    request: CreateResponse,
-    model: ModelEntry,
-    store: bool,
-    lease: Lease,
-    affinity: str | None,
-) -> ApiError | None:
-    """One try on the leased backend: None when it answered (the exchange is
-    done), or the error to fail over from when it failed before answering."""
-    exchange.queue_wait_ms = (exchange.queue_wait_ms or 0.0) + lease.queue_wait_ms
-    route = lease.route
-    backend = route.backend
-    exchange.attempts += 1
-    exchange.backend_id, exchange.backend_name = backend.id, backend.name
-    exchange.backend_version = backend.version
-    plan = _plan(request, model, route)
-    for notice in plan.notices:
-        if notice not in exchange.notices:
-            exchange.notices.append(notice)
-    http = get_client(backend.base_url, backend.api_key)
-    try:
-        upstream = await http.send(chat_request(http, plan.body), stream=True)
-    except _RETRYABLE as exc:
-        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-            await router.mark_suspect(backend.id)
-        return ApiError(
-            503,
-            f"Backend '{backend.name}' could not be reached: {type(exc).__name__}.",
-            code="backend_unreachable",
-            headers=[(b"retry-after", b"5")],
-        )
-    except httpx.TimeoutException:
-        message = f"Backend '{backend.name}' timed out."
-        raise ApiError(504, message, code="backend_timeout") from None
-    try:
-        if upstream.status_code >= 500 or upstream.status_code == 429:
-            await upstream.aread()
-            return _upstream_error(upstream, backend.name)
-        if upstream.status_code >= 400:
-            await upstream.aread()
-            raise _upstream_error(upstream, backend.name)
-        await router.remember(affinity, backend.id)
-        await _relay(exchange, responder, request, plan, upstream, store)
-        return None
-    finally:
-        # Shielded: closing is what tells the backend that the client left,
-        # and what returns the connection; a second cancel must not skip it.
-        await asyncio.shield(upstream.aclose())
 
 
 def _queue_keepalive(
@@ -550,61 +439,6 @@ def _store_decision(request: CreateResponse, caller: Caller, exchange: Exchange)
             )
         return False
     return request.store is not False
-
-
-def _upstream_error(upstream: httpx.Response, backend_name: str) -> ApiError:
-    status = upstream.status_code
-    message = ""
-    code = None
-    try:
-        data = orjson.loads(upstream.content)
-        err = data.get("error", data) if isinstance(data, dict) else {}
-        if isinstance(err, dict):
-            message = str(err.get("message") or err.get("detail") or "")
-            code = err.get("code") if isinstance(err.get("code"), str) else None
-            kind = err.get("type")
-        elif isinstance(err, str):
-            message, kind = err, None
-        else:
-            kind = None
-    except (orjson.JSONDecodeError, AttributeError):
-        kind = None
-        message = upstream.text[:500]
-    lowered = f"{message} {kind or ''} {code or ''}".lower()
-    if status == 400 or status == 413:
-        if any(w in lowered for w in ("context", "too long", "exceed", "maximum length")):
-            return ApiError(
-                400,
-                f"The input is too long for this model: {message}",
-                code="context_length_exceeded",
-                param="input",
-            )
-        return ApiError(
-            400, f"The backend refused the request: {message}", code=code or "invalid_prompt"
-        )
-    if status == 429:
-        retry = upstream.headers.get("retry-after", "5")
-        return ApiError(
-            429,
-            f"Backend '{backend_name}' is rate limited: {message}",
-            code="rate_limit_exceeded",
-            headers=[(b"retry-after", retry.encode())],
-        )
-    if status in (401, 403):
-        return ApiError(
-            502,
-            f"Backend '{backend_name}' refused our credentials ({status}).",
-            code="backend_auth_failed",
-        )
-    if status == 404:
-        return ApiError(
-            502,
-            f"Backend '{backend_name}' does not know the model: {message}",
-            code="backend_model_not_found",
-        )
-    return ApiError(
-        502, f"Backend '{backend_name}' answered {status}: {message}", code="bad_gateway"
-    )
 
 
 async def _relay(
