@@ -11,6 +11,7 @@ ends it (``response.failed`` on a stream), in ``relay.py``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -63,14 +64,24 @@ async def forward(
     tried: set[str] = set()
     last_error: ApiError | None = None
     while exchange.attempts < MAX_ATTEMPTS:
+        waiting_since = time.monotonic()
         try:
             lease = await router.acquire(
                 model, pinned=pinned_id, affinity=affinity, exclude=tried, on_wait=on_wait
             )
-        except ApiError as error:
-            if last_error is not None and error.code == "no_backend_available":
+        except (ApiError, asyncio.CancelledError) as error:
+            # A 503 after the queue bound, or a client gone while queued: the
+            # row still tells how long the request waited.
+            waited = (time.monotonic() - waiting_since) * 1000
+            exchange.queue_wait_ms = (exchange.queue_wait_ms or 0.0) + waited
+            if (
+                isinstance(error, ApiError)
+                and last_error is not None
+                and error.code == "no_backend_available"
+            ):
                 break  # nothing left to fail over to: report what the backends did
             raise
+        exchange.queue_wait_ms = (exchange.queue_wait_ms or 0.0) + lease.queue_wait_ms
         try:
             last_error = await _attempt(exchange, request, model, lease, affinity, relay)
         finally:
@@ -106,7 +117,6 @@ async def _attempt(
 ) -> ApiError | None:
     """One try on the leased backend: None when it answered (the exchange is
     done), or the error to fail over from when it failed before answering."""
-    exchange.queue_wait_ms = (exchange.queue_wait_ms or 0.0) + lease.queue_wait_ms
     route = lease.route
     backend = route.backend
     exchange.attempts += 1
