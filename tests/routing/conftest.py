@@ -132,9 +132,9 @@ class RawRequest:
         self.sock.sendall(head + body)
         self.received = b""
 
-    def read_until(self, marker: bytes, timeout: float = 15.0) -> bytes:
+    def read_until(self, marker: bytes, timeout: float = 15.0, count: int = 1) -> bytes:
         deadline = time.monotonic() + timeout
-        while marker not in self.received:
+        while self.received.count(marker) < count:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise AssertionError(f"{marker!r} not received; got {self.received[-300:]!r}")
