@@ -289,12 +289,19 @@ async def serve(
     client = scope.get("client")
     exchange.client_ip = client[0] if client else None
     exchange.user_agent = headers.get(b"user-agent", b"").decode("latin-1")[:300]
+    auth = asyncio.ensure_future(authenticate(key_from_headers(headers)))
     try:
-        exchange.caller = await authenticate(key_from_headers(headers))
-    except ApiError as error:
-        await responder.error(error)  # unauthenticated: no usage row
-        return
-    try:
+        try:
+            # Shielded: a client gone while its key is checked still leaves a
+            # 499 row when the key is valid (below, in ``finally``).
+            exchange.caller = await asyncio.shield(auth)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                exchange.caller = await auth
+            raise
+        except ApiError as error:
+            await responder.error(error)  # unauthenticated: no usage row
+            return
         await _handle(exchange, responder, headers, body)
     except asyncio.CancelledError:
         exchange.status = 499
