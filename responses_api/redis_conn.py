@@ -9,11 +9,13 @@ Nothing connects at import time.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 from django.conf import settings
 
-_clients: dict[int, Any] = {}
+# Keyed by the loop itself (weakly): a closed loop's client goes with it.
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
 
 def enabled() -> bool:
@@ -24,11 +26,11 @@ def async_client() -> Any:
     """The asyncio Redis client of the running loop (``REDIS_URL`` must be set)."""
     import redis.asyncio
 
-    loop_id = id(asyncio.get_running_loop())
-    client = _clients.get(loop_id)
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
     if client is None:
         client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
-        _clients[loop_id] = client
+        _clients[loop] = client
     return client
 
 
@@ -51,7 +53,9 @@ class LeaseKeeper:
     def __init__(self, seconds: float = 30.0) -> None:
         self.seconds = seconds
         self.held: dict[tuple[str, str], None] = {}
-        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._tasks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def expiry(self, now: float) -> float:
         return now + self.seconds
@@ -59,9 +63,9 @@ class LeaseKeeper:
     def hold(self, key: str, member: str) -> None:
         self.held[(key, member)] = None
         loop = asyncio.get_running_loop()
-        task = self._tasks.get(id(loop))
+        task = self._tasks.get(loop)
         if task is None or task.done():
-            self._tasks[id(loop)] = loop.create_task(self._renew_forever())
+            self._tasks[loop] = loop.create_task(self._renew_forever())
 
     def drop(self, key: str, member: str) -> None:
         self.held.pop((key, member), None)

@@ -29,6 +29,7 @@ import logging
 import random
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -281,17 +282,19 @@ class Router:
         self.local = LocalState()
         self._redis = RedisState()
         self.active: dict[str, Lease] = {}
-        self._freed: dict[int, asyncio.Condition] = {}
+        self._freed: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Condition] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @property
     def state(self) -> LocalState | RedisState:
         return self._redis if redis_conn.enabled() else self.local
 
     def _condition(self) -> asyncio.Condition:
-        loop_id = id(asyncio.get_running_loop())
-        condition = self._freed.get(loop_id)
+        loop = asyncio.get_running_loop()
+        condition = self._freed.get(loop)
         if condition is None:
-            condition = self._freed[loop_id] = asyncio.Condition()
+            condition = self._freed[loop] = asyncio.Condition()
         return condition
 
     def candidates(

@@ -234,3 +234,36 @@ def test_saturation_bound_gives_503_before_a_stream_and_failed_after(web, sims, 
     assert sorted(r.status for r in rows) == [200, 503, 503]
     assert all(r.queue_wait_ms >= QUEUE_TIMEOUT * 1000 * 0.9 for r in rows if r.status == 503)
     assert usage_rows(organisation=fleet.organisation, error_code="backends_saturated")
+
+
+def test_a_backend_refusing_before_the_first_token_is_retried_elsewhere(web, fleet_for):
+    """A backend that answers 429/5xx before sending anything (here: over its
+    own concurrency limit) costs the client nothing: another backend answers."""
+    strict, relaxed = start_simulator("--max-concurrency", "1"), start_simulator()
+    try:
+        fleet = fleet_for([strict, relaxed])
+        strict_id = str(fleet.backends[0].id)
+        # Find a conversation that lives on the strict backend.
+        for _ in range(30):
+            session = "refuse-" + uuid.uuid4().hex
+            first = post(web.next_url(), fleet.key, {"input": "hi", "prompt_cache_key": session})
+            if first.headers["x-backend-id"] == strict_id:
+                break
+        else:
+            pytest.fail("no conversation landed on the strict backend")
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pin = {"x-backend-id": strict_id}
+            holder = pool.submit(post, web.next_url(), fleet.key, {"input": "[[delay:2000]]"}, pin)
+            wait_for(lambda: sim_stats(strict)["in_flight"] >= 1)
+            moved = post(web.next_url(), fleet.key, {"input": "again", "prompt_cache_key": session})
+            assert holder.result().status_code == 200
+        assert moved.status_code == 200, moved.text
+        assert moved.headers["x-backend-id"] == str(fleet.backends[1].id)
+        assert sim_stats(strict)["rejected"] >= 1
+        row = usage_rows(request_id=moved.headers["x-request-id"]) or wait_rows(
+            1, request_id=moved.headers["x-request-id"]
+        )
+        assert row[0].attempts == 2 and str(row[0].backend_id) == str(fleet.backends[1].id)
+    finally:
+        strict.stop()
+        relaxed.stop()
