@@ -267,3 +267,21 @@ def test_a_backend_refusing_before_the_first_token_is_retried_elsewhere(web, fle
     finally:
         strict.stop()
         relaxed.stop()
+
+
+@pytest.mark.parametrize("directive", ["[[drop-after:3]]", "[[fail-after:3]]"])
+def test_a_failure_after_the_first_token_ends_the_stream_with_response_failed(
+    web, sims, fleet_for, directive
+):
+    fleet = fleet_for(sims[:2])
+    response = post(web.next_url(), fleet.key, {"input": f"go {directive}", "stream": True})
+    assert response.status_code == 200
+    events = sse_events(response.text)
+    deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+    assert len(deltas) == 3
+    assert events[-1]["type"] == "response.failed"
+    assert events[-1]["response"]["error"]["code"] == "server_error"
+    assert [e["type"] for e in events].count("response.created") == 1
+    row = wait_rows(1, organisation=fleet.organisation)[0]
+    # Not retried elsewhere: the client had already seen tokens.
+    assert row.attempts == 1 and row.status == 502 and row.output_tokens == 3
