@@ -48,7 +48,7 @@ SUSPECT_SECONDS = 10.0
 AFFINITY_SECONDS = 3600
 AFFINITY_ENTRIES = 50_000
 POLL_MIN, POLL_MAX = 0.05, 0.25
-LEADING_ITEMS = 2
+LEADING_ITEMS = 4
 
 OnWait = Callable[[], Awaitable[None]]
 
@@ -70,12 +70,19 @@ def affinity_key(
     input: str | list[dict[str, Any]],
 ) -> str | None:
     """What identifies a conversation: its ``prompt_cache_key``, or else its
-    leading prompt (instructions and the first input items, which stay the
-    same as a conversation grows). A lone string input is no conversation."""
+    leading prompt (instructions and the input items up to the first user
+    message, which stay the same as the conversation grows). A lone string
+    input is no conversation."""
     if prompt_cache_key:
         material = b"k\0" + prompt_cache_key.encode()
     elif isinstance(input, list) and input:
-        lead = [instructions or "", input[:LEADING_ITEMS]]
+        # The items up to the first user message: system and developer
+        # prompts, then what the user opened the conversation with.
+        end = next(
+            (i + 1 for i, item in enumerate(input[:LEADING_ITEMS]) if item.get("role") == "user"),
+            min(len(input), LEADING_ITEMS),
+        )
+        lead = [instructions or "", input[:end]]
         material = b"p\0" + orjson.dumps(lead, option=orjson.OPT_SORT_KEYS)
     else:
         return None
@@ -281,7 +288,6 @@ class Router:
     def __init__(self) -> None:
         self.local = LocalState()
         self._redis = RedisState()
-        self.active: dict[str, Lease] = {}
         self._freed: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Condition] = (
             weakref.WeakKeyDictionary()
         )
@@ -377,21 +383,18 @@ class Router:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(condition.wait(), timeout=timeout)
             poll = min(poll * 2, POLL_MAX)
-        lease = Lease(routes[index], queue_wait_ms=(time.monotonic() - started) * 1000, id=lease_id)
-        self.active[lease.id] = lease
-        return lease
+        return Lease(routes[index], queue_wait_ms=(time.monotonic() - started) * 1000, id=lease_id)
 
     async def release(self, lease: Lease) -> None:
         if lease.released:
             return
         lease.released = True
-        self.active.pop(lease.id, None)
         try:
             await self.state.release(lease.route.backend.id, lease.id)
         finally:
             condition = self._condition()
             async with condition:
-                condition.notify(1)
+                condition.notify_all()  # each waiter re-checks its own backends
 
     async def mark_suspect(self, backend_id: str) -> None:
         await self.state.mark_suspect(backend_id)
