@@ -327,6 +327,8 @@ async def serve(
         await exchange.submit()
         if not responder.started:
             await responder.error(error)
+        elif not responder.finished:
+            await _fail_stream(exchange, responder, error)
     finally:
         if not exchange.submitted:
             # Shielded: the row must be written even while being cancelled.
@@ -420,7 +422,7 @@ def _queue_keepalive(
 
 
 async def _fail_stream(exchange: Exchange, responder: Responder, error: ApiError) -> None:
-    """End a stream that started (while queued) but got no backend."""
+    """End a stream that started (while queued) but could not go on."""
     if exchange.translator is None or exchange.writer is None:
         return
     code = "rate_limit_exceeded" if error.status == 429 else "server_error"
