@@ -5,6 +5,7 @@ sharing Redis when REDIS_URL is set."""
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import signal
 import uuid
 
@@ -14,7 +15,7 @@ import pytest
 from openai import OpenAI
 
 from tests.conftest import start_simulator, usage_rows, wait_for, wait_rows
-from tests.routing.conftest import KEEPALIVE, QUEUE_TIMEOUT, sim_stats
+from tests.routing.conftest import KEEPALIVE, QUEUE_TIMEOUT, needs_redis, sim_stats
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -285,3 +286,27 @@ def test_a_failure_after_the_first_token_ends_the_stream_with_response_failed(
     row = wait_rows(1, organisation=fleet.organisation)[0]
     # Not retried elsewhere: the client had already seen tokens.
     assert row.attempts == 1 and row.status == 502 and row.output_tokens == 3
+
+
+@needs_redis
+def test_slots_held_by_a_dead_process_come_back_when_their_lease_expires(web, sims, fleet_for):
+    """A web process that died mid-request never released its slot; its lease
+    expired (it was no longer renewed), so the slot counts as free."""
+    import time
+
+    import redis
+
+    fleet = fleet_for(sims[:1], max_concurrency=1)
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    inflight = f"sy:backend:{fleet.backends[0].id}:inflight"
+    client.zadd(inflight, {"lease-of-a-dead-process": time.time() - 1})
+    client.zadd(inflight, {"lease-of-a-live-process": time.time() + 60})
+    try:
+        refused = post(web.next_url(), fleet.key, {"input": "hi"})
+        assert refused.status_code == 503  # the live lease fills the only slot
+        client.zrem(inflight, "lease-of-a-live-process")
+        assert post(web.next_url(), fleet.key, {"input": "hi"}).status_code == 200
+        assert client.zscore(inflight, "lease-of-a-dead-process") is None
+    finally:
+        client.delete(inflight)
+        client.close()
