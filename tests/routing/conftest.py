@@ -45,7 +45,7 @@ class Web:
         return server.url
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def web(django_db_setup, django_db_blocker) -> Iterator[Web]:
     env = server_env(
         SWITCHYARD_QUEUE_TIMEOUT=str(QUEUE_TIMEOUT),
