@@ -23,15 +23,15 @@ from django.conf import settings
 from pydantic import ValidationError
 
 from responses_api.auth import Caller, authenticate, key_from_headers
-from responses_api.backends.client import chat_request, get_client
-from responses_api.backends.routing import Lease, router
+from responses_api.backends.failover import forward, plan_for
 from responses_api.catalog import ModelEntry, get_catalog
 from responses_api.draining import shutting_down
 from responses_api.errors import ApiError, from_validation_error, invalid
 from responses_api.metrics import request_observe
 from responses_api.protocol import CreateResponse
+from responses_api.ratelimit import estimate_tokens, limits_admit, limits_settle
 from responses_api.sse import ChunkReader, EventWriter, UpstreamProtocolError
-from responses_api.translate.request import ChatPlan, build_chat_request
+from responses_api.translate.request import ChatPlan
 from responses_api.translate.response import echo_settings
 from responses_api.translate.stream import StreamTranslator, new_id
 from responses_api.usage import sink
@@ -39,7 +39,6 @@ from responses_api.usage import sink
 log = logging.getLogger("switchyard.requests")
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-MAX_ATTEMPTS = 3
 JSON = b"application/json"
 
 
@@ -80,6 +79,12 @@ class Exchange:
     # Set by draining.Drain when the process's shutdown deadline ends this
     # exchange: its cancellation then ends it as a 503, not a 499.
     shutdown: bool = False
+    # x-ratelimit-* headers for every response of a rate-limited caller.
+    limit_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    # The stream's translator and event numbering, once the stream exists
+    # (it may start while the request still waits for a backend slot).
+    translator: StreamTranslator | None = None
+    writer: EventWriter | None = None
 
     def fail(self, error: ApiError) -> None:
         self.status = error.status
@@ -171,7 +176,8 @@ class Exchange:
             return
         self.submitted = True
         row = self.row()
-        await sink.submit(row)
+        # Shielded: a disconnect arriving now must not cut the row off half-sent.
+        await asyncio.shield(sink.submit(row))
         request_observe(row=row)
         log.info(
             "request",
@@ -215,6 +221,7 @@ class Responder:
         if self.exchange.backend_id:
             headers.append((b"x-backend-id", self.exchange.backend_id.encode()))
             headers.append((b"x-backend-name", self.exchange.backend_name.encode()))
+        headers.extend(self.exchange.limit_headers)
         return headers
 
     async def json(self, status: int, body: bytes, extra: list[tuple[bytes, bytes]] = ()) -> None:
@@ -288,15 +295,23 @@ async def serve(
     client = scope.get("client")
     exchange.client_ip = client[0] if client else None
     exchange.user_agent = headers.get(b"user-agent", b"").decode("latin-1")[:300]
+    auth = asyncio.ensure_future(authenticate(key_from_headers(headers)))
     try:
-        exchange.caller = await authenticate(key_from_headers(headers))
-    except ApiError as error:
-        await responder.error(error)  # unauthenticated: no usage row
-        return
-    lease: Lease | None = None
-    try:
-        lease = await _handle(exchange, responder, headers, body)
+        try:
+            # Shielded: a client gone while its key is checked still leaves a
+            # 499 row when the key is valid (below, in ``finally``).
+            exchange.caller = await asyncio.shield(auth)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                exchange.caller = await auth
+            raise
+        except ApiError as error:
+            await responder.error(error)  # unauthenticated: no usage row
+            return
+        await _handle(exchange, responder, headers, body)
     except asyncio.CancelledError:
+        if exchange.translator is not None:
+            exchange.take_usage(exchange.translator)  # the tokens produced until now
         if not exchange.shutdown:
             exchange.status = 499
             exchange.note = "Client disconnected"
@@ -308,11 +323,15 @@ async def serve(
         await exchange.submit()
         if not responder.started:
             await responder.error(error)
+        elif not responder.finished:
+            await _fail_stream(exchange, responder, error)
     except ApiError as error:
         exchange.fail(error)
         await exchange.submit()
         if not responder.started:
             await responder.error(error)
+        elif not responder.finished:
+            await _fail_stream(exchange, responder, error)
     except Exception as exc:  # a bug or an unexpected upstream failure: never a traceback out
         log.exception("request %s failed", exchange.request_id)
         error = ApiError(
@@ -323,9 +342,9 @@ async def serve(
         await exchange.submit()
         if not responder.started:
             await responder.error(error)
+        elif not responder.finished:
+            await _fail_stream(exchange, responder, error)
     finally:
-        if lease is not None:
-            router.release(lease)
         if not exchange.submitted:
             # Shielded: the row must be written even while being cancelled.
             await asyncio.shield(exchange.submit())
@@ -333,7 +352,7 @@ async def serve(
 
 async def _handle(
     exchange: Exchange, responder: Responder, headers: dict[bytes, bytes], body: bytes
-) -> Lease | None:
+) -> None:
     caller = exchange.caller
     assert caller is not None
     if len(body) > settings.SWITCHYARD_MAX_BODY_BYTES:
@@ -365,81 +384,65 @@ async def _handle(
     exchange.model_entry = model
     store = _store_decision(request, caller, exchange)
 
+    admission = await limits_admit(caller=caller, estimate=estimate_tokens(body))
+    if admission is not None:
+        exchange.limit_headers = admission.headers
+    # Validates the request before it queues; its envelope (echoed settings,
+    # tools) is what a stream that starts while queued announces.
+    preview = plan_for(request, model, model.routes[0]) if model.routes else None
     pinned = headers.get(b"x-backend-id")
-    pinned_id = pinned.decode("latin-1") if pinned else None
-    affinity = request.prompt_cache_key
-    tried: set[str] = set()
-    last_error: ApiError | None = None
-    while exchange.attempts < MAX_ATTEMPTS:
-        lease = await router.acquire(model, pinned=pinned_id, affinity_key=affinity, exclude=tried)
-        exchange.queue_wait_ms = (exchange.queue_wait_ms or 0.0) + lease.queue_wait_ms
-        route = lease.route
-        backend = route.backend
-        exchange.attempts += 1
-        exchange.backend_id, exchange.backend_name = backend.id, backend.name
-        exchange.backend_version = backend.version
-        plan = build_chat_request(
-            request,
-            upstream_model=route.upstream_name,
-            dialect=backend.dialect,
-            limits=model.limits,
-            extra_body=backend.extra_body,
+    try:
+        await forward(
+            exchange,
+            request=request,
+            model=model,
+            pinned=pinned.decode("latin-1").strip() if pinned else None,
+            on_wait=(
+                _queue_keepalive(exchange, responder, request, preview, store)
+                if exchange.stream and preview is not None
+                else None
+            ),
+            relay=lambda plan, upstream: _relay(
+                exchange, responder, request, plan, upstream, store
+            ),
         )
-        for notice in plan.notices:
-            if notice not in exchange.notices:
-                exchange.notices.append(notice)
-        http = get_client(backend.base_url, backend.api_key)
-        try:
-            upstream = await http.send(chat_request(http, plan.body), stream=True)
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
-            router.mark_suspect(backend.id)
-            router.release(lease)
-            tried.add(backend.id)
-            last_error = ApiError(
-                503,
-                f"Backend '{backend.name}' could not be reached: {type(exc).__name__}.",
-                code="backend_unreachable",
-                headers=[(b"retry-after", b"5")],
-            )
-            if pinned_id:
-                raise last_error from None
-            continue
-        except httpx.TimeoutException:
-            router.release(lease)
-            raise ApiError(
-                504, f"Backend '{backend.name}' timed out.", code="backend_timeout"
-            ) from None
-        except BaseException:
-            router.release(lease)  # cancelled (client gone) while connecting
-            raise
-        try:
-            if upstream.status_code >= 500 or upstream.status_code == 429:
-                await upstream.aread()
-                router.release(lease)
-                tried.add(backend.id)
-                last_error = _upstream_error(upstream, backend.name)
-                if pinned_id:
-                    raise last_error
-                continue
-            if upstream.status_code >= 400:
-                await upstream.aread()
-                raise _upstream_error(upstream, backend.name)
-            router.remember(affinity, backend.id)
-            await _relay(exchange, responder, request, plan, upstream, store)
-            return lease
-        except BaseException:
-            # An error or a cancellation (client gone) frees the slot too;
-            # release() is idempotent.
-            router.release(lease)
-            raise
-        finally:
-            await upstream.aclose()
-    assert last_error is not None
-    if last_error.status == 429:
-        raise last_error
-    if last_error.status >= 500 and last_error.code != "backend_unreachable":
-        raise ApiError(502, last_error.message, code="bad_gateway")
-    raise last_error
+    finally:
+        if admission is not None:
+            # Input tokens the backend never reported (a cancelled request)
+            # stay counted at the admission estimate.
+            used = (exchange.input_tokens or admission.estimate) + exchange.output_tokens
+            await asyncio.shield(limits_settle(admission=admission, tokens=used))
+
+
+def _queue_keepalive(
+    exchange: Exchange,
+    responder: Responder,
+    request: CreateResponse,
+    plan: ChatPlan,
+    store: bool,
+) -> Callable[[], Awaitable[None]]:
+    """While a stream waits for a backend slot: start the stream at the first
+    keep-alive tick, then repeat ``response.in_progress`` (SPEC §4.6)."""
+
+    async def tick() -> None:
+        if exchange.translator is None:
+            exchange.translator = _new_translator(request, plan, store)
+            exchange.writer = EventWriter()
+            await responder.start_stream()
+            await responder.chunk(exchange.writer.encode(exchange.translator.start()))
+        elif exchange.writer is not None:
+            await responder.chunk(exchange.writer.encode([exchange.translator.keepalive()]))
+
+    return tick
+
+
+async def _fail_stream(exchange: Exchange, responder: Responder, error: ApiError) -> None:
+    """End a stream that started (while queued) but could not go on."""
+    if exchange.translator is None or exchange.writer is None:
+        return
+    code = "rate_limit_exceeded" if error.status == 429 else "server_error"
+    events = exchange.translator.fail(code, error.message, exchange.extras())
+    await responder.end_stream(exchange.writer.encode(events))
 
 
 def _store_decision(request: CreateResponse, caller: Caller, exchange: Exchange) -> bool:
@@ -462,61 +465,6 @@ def _store_decision(request: CreateResponse, caller: Caller, exchange: Exchange)
     return request.store is not False
 
 
-def _upstream_error(upstream: httpx.Response, backend_name: str) -> ApiError:
-    status = upstream.status_code
-    message = ""
-    code = None
-    try:
-        data = orjson.loads(upstream.content)
-        err = data.get("error", data) if isinstance(data, dict) else {}
-        if isinstance(err, dict):
-            message = str(err.get("message") or err.get("detail") or "")
-            code = err.get("code") if isinstance(err.get("code"), str) else None
-            kind = err.get("type")
-        elif isinstance(err, str):
-            message, kind = err, None
-        else:
-            kind = None
-    except (orjson.JSONDecodeError, AttributeError):
-        kind = None
-        message = upstream.text[:500]
-    lowered = f"{message} {kind or ''} {code or ''}".lower()
-    if status == 400 or status == 413:
-        if any(w in lowered for w in ("context", "too long", "exceed", "maximum length")):
-            return ApiError(
-                400,
-                f"The input is too long for this model: {message}",
-                code="context_length_exceeded",
-                param="input",
-            )
-        return ApiError(
-            400, f"The backend refused the request: {message}", code=code or "invalid_prompt"
-        )
-    if status == 429:
-        retry = upstream.headers.get("retry-after", "5")
-        return ApiError(
-            429,
-            f"Backend '{backend_name}' is rate limited: {message}",
-            code="rate_limit_exceeded",
-            headers=[(b"retry-after", retry.encode())],
-        )
-    if status in (401, 403):
-        return ApiError(
-            502,
-            f"Backend '{backend_name}' refused our credentials ({status}).",
-            code="backend_auth_failed",
-        )
-    if status == 404:
-        return ApiError(
-            502,
-            f"Backend '{backend_name}' does not know the model: {message}",
-            code="backend_model_not_found",
-        )
-    return ApiError(
-        502, f"Backend '{backend_name}' answered {status}: {message}", code="bad_gateway"
-    )
-
-
 async def _relay(
     exchange: Exchange,
     responder: Responder,
@@ -525,6 +473,16 @@ async def _relay(
     upstream: httpx.Response,
     store: bool,
 ) -> None:
+    translator = exchange.translator or _new_translator(request, plan, store)
+    exchange.translator = translator
+    reader = ChunkReader()
+    if exchange.stream:
+        await _relay_stream(exchange, responder, translator, reader, upstream, plan)
+    else:
+        await _relay_json(exchange, responder, translator, reader, upstream, plan)
+
+
+def _new_translator(request: CreateResponse, plan: ChatPlan, store: bool) -> StreamTranslator:
     echo = echo_settings(
         request,
         store=store,
@@ -532,18 +490,13 @@ async def _relay(
         top_p=plan.body.get("top_p"),
         max_output_tokens=plan.max_output_tokens,
     )
-    translator = StreamTranslator(
+    return StreamTranslator(
         response_id=new_id("resp"),
         model=request.model,
         echo=echo,
         tools=plan.tools,
         max_tool_calls=plan.max_tool_calls,
     )
-    reader = ChunkReader()
-    if exchange.stream:
-        await _relay_stream(exchange, responder, translator, reader, upstream, plan)
-    else:
-        await _relay_json(exchange, responder, translator, reader, upstream, plan)
 
 
 def _budget_notice(exchange: Exchange, translator: StreamTranslator, plan: ChatPlan) -> None:
@@ -588,9 +541,11 @@ async def _relay_stream(
     upstream: httpx.Response,
     plan: ChatPlan,
 ) -> None:
-    writer = EventWriter()
-    await responder.start_stream()
-    await responder.chunk(writer.encode(translator.start()))
+    writer = exchange.writer or EventWriter()
+    exchange.writer = writer
+    if not responder.started:
+        await responder.start_stream()
+        await responder.chunk(writer.encode(translator.start()))
 
     async def keepalive() -> None:
         await responder.chunk(writer.encode([translator.keepalive()]))

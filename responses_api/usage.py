@@ -1,24 +1,41 @@
 """Usage rows: one per authenticated request, written off the request path.
 
-Guarantee. With Redis (production), a row is appended to the Redis stream
-``switchyard:usage`` *before* the response's last byte is sent (for a 499,
-as soon as the disconnect is seen). Writers — a task in every web process
-and the Celery ``drain_usage`` task — read the stream through a consumer
-group and acknowledge entries only after the database transaction that
-inserts them has committed. If a writer dies between reading and
-committing, its entries stay pending and another writer claims them after
-``CLAIM_IDLE_MS``. Inserts ignore duplicate ``request_id`` values, so a
-claimed batch that had in fact been committed is not written twice. Rows are
-therefore lost only if Redis itself loses data (run it with AOF for that).
+The guarantee, with Redis (production): **a row the API has answered for is
+in Redis before the response's last byte is sent, and leaves Redis only once
+it is committed to the database** (or parked as unwritable, see below).
 
-Without Redis (the embedded default) rows wait in process memory for at most
-``FLUSH_INTERVAL`` seconds and are flushed on shutdown; a crash of the
-process can lose that fraction of a second of rows.
+- ``Exchange.submit`` appends the row to the Redis stream ``switchyard:usage``
+  (``XADD``) before the final body chunk, the final SSE event or the error
+  response goes out; for a 499 as soon as the disconnect is seen. The append
+  is shielded from cancellation. So a web process killed (even ``SIGKILL``)
+  right after answering has already handed its row over.
+- Writers — a task in every web process (unless
+  ``SWITCHYARD_USAGE_DRAIN_IN_WEB=false``) and the Celery ``drain_usage`` task
+  every few seconds — read the stream through one consumer group and
+  ``XACK`` entries only after the transaction inserting their rows committed.
+- A writer that dies between reading and committing leaves its entries
+  pending; any other writer takes them over with ``XAUTOCLAIM`` once they have
+  been idle ``CLAIM_IDLE_MS``.
+- Inserts ignore duplicate ``request_id`` values, so an entry written twice
+  (claimed after its writer had in fact committed) is one row.
+- A row that can never be inserted (its organisation was deleted, a value out
+  of range, undecodable) does not hold others back: it is moved to the
+  ``switchyard:usage:dead`` stream and logged by request id. A database that
+  is down is not such a case: nothing is acknowledged and writers retry.
+
+Rows are lost only if Redis loses acknowledged writes: run it with AOF
+(``appendonly yes``) where that matters.
+
+Without Redis (the embedded default, one process) rows wait in process memory
+for about ``FLUSH_INTERVAL`` seconds before a batch insert, and are written at
+interpreter exit; a crash of the process loses at most that fraction of a
+second of rows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import os
@@ -30,7 +47,10 @@ from typing import Any
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.core.exceptions import ValidationError
+from django.db import DataError, IntegrityError, transaction
+
+from responses_api import redis_conn
 
 log = logging.getLogger(__name__)
 
@@ -97,35 +117,45 @@ def _to_model(row: dict[str, Any]):
     return UsageLog(**data)
 
 
-def write_rows(rows: list[dict[str, Any]]) -> int:
-    """Insert rows (idempotent on request_id) and touch their keys' last use."""
+# Errors that say the row itself can't go in (its organisation was deleted
+# meanwhile, a value out of range): retrying would fail forever.
+_ROW_ERRORS = (IntegrityError, DataError, ValueError, TypeError, ValidationError)
+
+
+def write_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Insert rows (idempotent on request_id) and touch their keys' last use.
+
+    Returns the rows that cannot be inserted (poison rows); a database that
+    is down raises instead, so the caller keeps the rows and retries."""
     from accounts.models import ApiKey
     from responses_api.models import UsageLog
 
     if not rows:
-        return 0
-    objects = [_to_model(r) for r in rows]
+        return []
+    rejected: list[dict[str, Any]] = []
     try:
         with transaction.atomic():
-            UsageLog.objects.bulk_create(objects, ignore_conflicts=True, batch_size=BATCH)
-    except IntegrityError:
-        # One bad row (its organisation deleted meanwhile) must not block the
-        # batch forever: insert one by one and report the rows that can't go in.
-        for obj in objects:
+            UsageLog.objects.bulk_create(
+                [_to_model(r) for r in rows], ignore_conflicts=True, batch_size=BATCH
+            )
+    except _ROW_ERRORS:
+        # One bad row must not hold the others back: insert one by one.
+        for row in rows:
             try:
                 with transaction.atomic():
-                    UsageLog.objects.bulk_create([obj], ignore_conflicts=True)
-            except IntegrityError:
-                log.error("usage row %s dropped: its organisation or key is gone", obj.request_id)
+                    UsageLog.objects.bulk_create([_to_model(row)], ignore_conflicts=True)
+            except _ROW_ERRORS as exc:
+                log.error("usage row %s rejected: %s", row.get("request_id"), type(exc).__name__)
+                rejected.append(row)
     with transaction.atomic():
         last_use: dict[str, float] = {}
         for r in rows:
             key = r.get("api_key_id")
-            if key:
+            if key and r not in rejected:
                 last_use[key] = max(last_use.get(key, 0.0), float(r.get("created_at") or 0))
         for key, stamp in last_use.items():
             ApiKey.objects.filter(pk=key).update(last_used_at=datetime.fromtimestamp(stamp, tz=UTC))
-    return len(objects)
+    return rejected
 
 
 # --- Redis stream ------------------------------------------------------------
@@ -145,25 +175,48 @@ def _ensure_group(client) -> None:
             raise
 
 
-def drain_redis(client, *, consumer: str | None = None, block_ms: int | None = None) -> int:
-    """Move rows from the Redis stream into the database; returns rows written."""
+def dead_letter_stream() -> str:
+    return STREAM + ":dead"
+
+
+def drain_redis(
+    client,
+    *,
+    consumer: str | None = None,
+    block_ms: int | None = None,
+    claim_idle_ms: int = CLAIM_IDLE_MS,
+) -> int:
+    """Move rows from the Redis stream into the database; returns entries handled.
+
+    Entries are acknowledged only once their rows are committed (or, for a
+    row that can never be inserted, parked on the dead-letter stream), so a
+    writer that dies mid-way leaves them pending for another to claim."""
     consumer = consumer or _consumer_name()
     _ensure_group(client)
-    written = 0
-    # First, entries a dead writer left pending.
-    _, claimed, *_ = client.xautoclaim(STREAM, GROUP, consumer, CLAIM_IDLE_MS, "0-0", count=BATCH)
+    # First, entries a dead (or stuck) writer left pending for too long.
+    _, claimed, *_ = client.xautoclaim(STREAM, GROUP, consumer, claim_idle_ms, "0-0", count=BATCH)
     batches = [claimed] if claimed else []
     response = client.xreadgroup(GROUP, consumer, {STREAM: ">"}, count=BATCH, block=block_ms)
     for _, entries in response or ():
         batches.append(entries)
+    handled = 0
     for entries in batches:
+        rows: list[dict[str, Any]] = []
+        poison: list[bytes] = []
+        for _, fields in entries:
+            try:
+                rows.append(orjson.loads(fields[b"r"]))
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                poison.append(orjson.dumps({"fields": repr(fields)[:2000]}))
+        poison += [encode_row(row) for row in write_rows(rows)]
+        for raw in poison:
+            client.xadd(dead_letter_stream(), {"r": raw}, maxlen=100_000, approximate=True)
         ids = [entry_id for entry_id, _ in entries]
-        rows = [orjson.loads(fields[b"r"]) for _, fields in entries if fields and b"r" in fields]
-        written += write_rows(rows)
         # Acknowledge only after the rows are committed.
         client.xack(STREAM, GROUP, *ids)
         client.xdel(STREAM, *ids)
-    return written
+        handled += len(ids)
+    return handled
 
 
 def redis_client():
@@ -177,12 +230,14 @@ class UsageSink:
 
     def __init__(self) -> None:
         self.pending: list[dict[str, Any]] = []
+        atexit.register(self.flush_at_exit)
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
-        self._redis = None
 
     def _ensure_task(self) -> None:
+        if settings.REDIS_URL and not settings.SWITCHYARD_USAGE_DRAIN_IN_WEB:
+            return  # Celery's drain_usage writes the rows
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done() or self._loop is not loop:
             self._loop = loop
@@ -192,16 +247,11 @@ class UsageSink:
     async def submit(self, row: dict[str, Any]) -> None:
         self._ensure_task()
         if settings.REDIS_URL:
-            if self._redis is None or self._redis_loop is not self._loop:
-                import redis.asyncio
-
-                self._redis = redis.asyncio.Redis.from_url(settings.REDIS_URL)
-                self._redis_loop = self._loop
-            await self._redis.xadd(STREAM, {"r": encode_row(row)})
+            await redis_conn.async_client().xadd(STREAM, {"r": encode_row(row)})
         else:
             self.pending.append(row)
-        assert self._wake is not None
-        self._wake.set()
+        if self._wake is not None:
+            self._wake.set()
 
     async def _run(self) -> None:
         assert self._wake is not None
@@ -216,6 +266,13 @@ class UsageSink:
                 log.exception("usage rows could not be written; retrying")
                 await asyncio.sleep(1.0)
 
+    def flush_at_exit(self) -> None:
+        """Embedded default: write what is still in memory when the process exits."""
+        rows, self.pending = self.pending, []
+        if rows:
+            with contextlib.suppress(Exception):
+                write_rows(rows)
+
     async def flush(self) -> int:
         if settings.REDIS_URL:
             return await sync_to_async(_drain_once, thread_sensitive=False)()
@@ -223,10 +280,11 @@ class UsageSink:
         if not rows:
             return 0
         try:
-            return await sync_to_async(write_rows)(rows)
+            await sync_to_async(write_rows)(rows)
         except Exception:
             self.pending[:0] = rows
             raise
+        return len(rows)
 
 
 _redis_sync = None
@@ -242,13 +300,12 @@ def _drain_once() -> int:
     try:
         total = 0
         while True:
-            written = drain_redis(_redis_sync)
-            total += written
-            if written < BATCH:
+            handled = drain_redis(_redis_sync)
+            total += handled
+            if handled < BATCH:
                 return total
     finally:
         close_old_connections()
 
 
-UsageSink._redis_loop = None  # type: ignore[attr-defined]
 sink = UsageSink()

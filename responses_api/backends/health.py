@@ -1,7 +1,10 @@
 """Backend health checks (SPEC §5): ``GET {base_url}/models`` with a timeout.
 
 A backend goes offline after ``FAILURES_TO_OFFLINE`` consecutive failures and
-back online after one success.
+back online after one success. Between checks, requests that cannot connect
+mark a backend *suspect* at once (``routing.Router.mark_suspect``, shared
+through Redis), so other requests avoid it without waiting for this task; a
+successful check lifts the mark.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import httpx
 from django.utils import timezone
 
 from responses_api import catalog
+from responses_api.backends.routing import clear_suspect_sync
 from responses_api.models import Backend
 from responses_api.secrets import decrypt
 
@@ -74,6 +78,7 @@ def backend_check(*, backend: Backend) -> Probe:
         if result.version:
             backend.version = result.version
         backend.last_error = ""
+        clear_suspect_sync(str(backend.id))
     else:
         backend.consecutive_failures += 1
         backend.last_error = result.error

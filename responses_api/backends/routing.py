@@ -2,76 +2,320 @@
 
 Eligible: enabled, not offline, serving the model, below its concurrency
 limit. Among those the least loaded wins; a conversation (``prompt_cache_key``
-or its leading prompt) prefers the backend that served it last, so the
-backend's prefix cache is reused. When every eligible backend is full the
-request waits for a slot, up to ``SWITCHYARD_QUEUE_TIMEOUT`` seconds.
+or else its leading prompt) prefers the backend that served it last, while
+that backend is healthy and not saturated, so its prefix cache is reused.
+A backend that just refused a connection is *suspect* for a few seconds and
+is passed over unless nothing else is left. When every eligible backend is
+full the request waits for a slot, up to ``SWITCHYARD_QUEUE_TIMEOUT`` seconds.
+
+In-flight counts, suspect marks and affinity are shared by all web processes
+through Redis when ``REDIS_URL`` is set (:class:`RedisState`), else kept in
+the process (:class:`LocalState`, the embedded default runs one process).
+In Redis every request holds a *lease*: a member of the backend's sorted set
+whose score is its expiry, renewed while the request runs
+(:class:`responses_api.redis_conn.LeaseKeeper`); a process that dies without
+releasing its leases stops renewing them, and its slots come back after at
+most 30 s. The choice
+and the claim of a slot are one Lua script, so two processes never both take
+a backend's last slot.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import logging
+import random
 import time
+import uuid
+import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+import orjson
 from django.conf import settings
 
+from responses_api import redis_conn
 from responses_api.catalog import ModelEntry, Route
 from responses_api.errors import ApiError
 from responses_api.metrics import in_flight_add
 
+log = logging.getLogger(__name__)
+
 SUSPECT_SECONDS = 10.0
+AFFINITY_SECONDS = 3600
 AFFINITY_ENTRIES = 50_000
+POLL_MIN, POLL_MAX = 0.05, 0.25
+LEADING_ITEMS = 4
+
+OnWait = Callable[[], Awaitable[None]]
 
 
 @dataclass(slots=True)
 class Lease:
     route: Route
     queue_wait_ms: float
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
     released: bool = False
 
 
-class Router:
-    """In-flight counts for this process's requests, per backend."""
+def affinity_key(
+    *,
+    organisation_id: int,
+    model_id: str,
+    prompt_cache_key: str | None,
+    instructions: str | None,
+    input: str | list[dict[str, Any]],
+) -> str | None:
+    """What identifies a conversation: its ``prompt_cache_key``, or else its
+    leading prompt (instructions and the input items up to the first user
+    message, which stay the same as the conversation grows). A lone string
+    input is no conversation."""
+    if prompt_cache_key:
+        material = b"k\0" + prompt_cache_key.encode()
+    elif isinstance(input, list) and input:
+        # The items up to the first user message: system and developer
+        # prompts, then what the user opened the conversation with.
+        end = next(
+            (i + 1 for i, item in enumerate(input[:LEADING_ITEMS]) if item.get("role") == "user"),
+            min(len(input), LEADING_ITEMS),
+        )
+        lead = [instructions or "", input[:end]]
+        material = b"p\0" + orjson.dumps(lead, option=orjson.OPT_SORT_KEYS)
+    else:
+        return None
+    digest = hashlib.sha256(f"{organisation_id}\0{model_id}\0".encode() + material)
+    return digest.hexdigest()[:32]
+
+
+def choose(
+    counts: Sequence[int],
+    limits: Sequence[int],
+    healthy: Sequence[bool],
+    preferred: int | None,
+    rand: int,
+) -> int | None:
+    """Index of the backend to use, or None when all are full.
+
+    The reference for the Lua script in :class:`RedisState` (kept in step):
+    suspect backends count only when no healthy one is left; the preferred
+    (affinity) backend wins while it has a free slot; otherwise the least
+    loaded, ties broken by ``rand`` so that idle backends share the load.
+    """
+    any_healthy = any(healthy)
+
+    def free(i: int) -> bool:
+        return (healthy[i] or not any_healthy) and (not limits[i] or counts[i] < limits[i])
+
+    if preferred is not None and free(preferred):
+        return preferred
+    candidates = [i for i in range(len(counts)) if free(i)]
+    if not candidates:
+        return None
+    least = min(counts[i] for i in candidates)
+    ties = [i for i in candidates if counts[i] == least]
+    return ties[rand % len(ties)]
+
+
+class LocalState:
+    """Routing state of one process (the embedded default)."""
 
     def __init__(self) -> None:
         self.in_flight: dict[str, int] = {}
         self.suspect_until: dict[str, float] = {}
         self.affinity: OrderedDict[str, str] = OrderedDict()
-        self._freed: asyncio.Condition | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self.waiting = 0
-        self._notifiers: set[asyncio.Task[None]] = set()
+
+    async def claim(self, routes: Sequence[Route], preferred: int | None, lease_id: str):
+        ids = [r.backend.id for r in routes]
+        now = time.monotonic()
+        index = choose(
+            [self.in_flight.get(i, 0) for i in ids],
+            [r.backend.max_concurrency for r in routes],
+            [self.suspect_until.get(i, 0.0) <= now for i in ids],
+            preferred,
+            random.getrandbits(30),
+        )
+        if index is not None:
+            self.in_flight[ids[index]] = self.in_flight.get(ids[index], 0) + 1
+        return index
+
+    async def release(self, backend_id: str, lease_id: str) -> None:
+        self.in_flight[backend_id] = max(self.in_flight.get(backend_id, 1) - 1, 0)
+
+    async def mark_suspect(self, backend_id: str) -> None:
+        self.suspect_until[backend_id] = time.monotonic() + SUSPECT_SECONDS
+
+    async def is_suspect(self, backend_id: str) -> bool:
+        return self.suspect_until.get(backend_id, 0.0) > time.monotonic()
+
+    async def remembered(self, key: str) -> str | None:
+        return self.affinity.get(key)
+
+    async def remember(self, key: str, backend_id: str) -> None:
+        self.affinity[key] = backend_id
+        self.affinity.move_to_end(key)
+        while len(self.affinity) > AFFINITY_ENTRIES:
+            self.affinity.popitem(last=False)
+
+    async def load(self, backend_id: str) -> int:
+        return self.in_flight.get(backend_id, 0)
+
+
+# KEYS: per candidate i, its in-flight set (2i-1) and its suspect mark (2i).
+# ARGV: now, lease expiry, lease id, preferred index (0: none), rand, limits…
+_CLAIM = """
+local now, expiry, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local preferred, rand = tonumber(ARGV[4]), tonumber(ARGV[5])
+local n = #KEYS / 2
+local counts, healthy, any_healthy = {}, {}, false
+for i = 1, n do
+  redis.call('ZREMRANGEBYSCORE', KEYS[2*i-1], '-inf', now)
+  counts[i] = redis.call('ZCARD', KEYS[2*i-1])
+  healthy[i] = redis.call('EXISTS', KEYS[2*i]) == 0
+  if healthy[i] then any_healthy = true end
+end
+local function free(i)
+  local limit = tonumber(ARGV[5 + i])
+  return (healthy[i] or not any_healthy) and (limit == 0 or counts[i] < limit)
+end
+local choice = 0
+if preferred > 0 and free(preferred) then
+  choice = preferred
+else
+  local least, ties = nil, {}
+  for i = 1, n do
+    if free(i) then
+      if least == nil or counts[i] < least then
+        least, ties = counts[i], {i}
+      elseif counts[i] == least then
+        table.insert(ties, i)
+      end
+    end
+  end
+  if #ties > 0 then choice = ties[(rand % #ties) + 1] end
+end
+if choice > 0 then
+  redis.call('ZADD', KEYS[2*choice-1], expiry, lease)
+  redis.call('EXPIRE', KEYS[2*choice-1], math.ceil(expiry - now) + 60)
+end
+return choice
+"""
+
+
+def _inflight_key(backend_id: str) -> str:
+    return f"sy:backend:{backend_id}:inflight"
+
+
+def _suspect_key(backend_id: str) -> str:
+    return f"sy:backend:{backend_id}:suspect"
+
+
+def _affinity_key(key: str) -> str:
+    return f"sy:affinity:{key}"
+
+
+class RedisState:
+    """Routing state shared by every web process through Redis."""
+
+    def __init__(self) -> None:
+        self._script: Any = None
+
+    async def claim(self, routes: Sequence[Route], preferred: int | None, lease_id: str):
+        client = redis_conn.async_client()
+        keys: list[str] = []
+        for route in routes:
+            keys += [_inflight_key(route.backend.id), _suspect_key(route.backend.id)]
+        now = time.time()
+        first = (preferred + 1) if preferred is not None else 0
+        args = [now, redis_conn.leases.expiry(now), lease_id, first]
+        args += [random.getrandbits(30), *(r.backend.max_concurrency for r in routes)]
+        choice = int(await client.eval(_CLAIM, len(keys), *keys, *args))
+        if not choice:
+            return None
+        redis_conn.leases.hold(keys[2 * choice - 2], lease_id)
+        return choice - 1
+
+    async def release(self, backend_id: str, lease_id: str) -> None:
+        redis_conn.leases.drop(_inflight_key(backend_id), lease_id)
+        await redis_conn.async_client().zrem(_inflight_key(backend_id), lease_id)
+
+    async def mark_suspect(self, backend_id: str) -> None:
+        await redis_conn.async_client().set(_suspect_key(backend_id), b"1", ex=int(SUSPECT_SECONDS))
+
+    async def is_suspect(self, backend_id: str) -> bool:
+        return bool(await redis_conn.async_client().exists(_suspect_key(backend_id)))
+
+    async def remembered(self, key: str) -> str | None:
+        value = await redis_conn.async_client().get(_affinity_key(key))
+        return value.decode() if value else None
+
+    async def remember(self, key: str, backend_id: str) -> None:
+        await redis_conn.async_client().set(_affinity_key(key), backend_id, ex=AFFINITY_SECONDS)
+
+    async def load(self, backend_id: str) -> int:
+        client = redis_conn.async_client()
+        key = _inflight_key(backend_id)
+        await client.zremrangebyscore(key, "-inf", time.time())
+        return int(await client.zcard(key))
+
+
+def clear_suspect_sync(backend_id: str) -> None:
+    """Called by the health check after a success (a sync context)."""
+    if redis_conn.enabled():
+        client = redis_conn.sync_client()
+        try:
+            client.delete(_suspect_key(backend_id))
+        finally:
+            client.close()
+    else:
+        router.local.suspect_until.pop(backend_id, None)
+
+
+def _no_backend(model: ModelEntry, why: str) -> ApiError:
+    return ApiError(
+        503,
+        f"No backend can serve the model '{model.public_id}': {why}. Try again shortly.",
+        code="no_backend_available",
+        headers=[(b"retry-after", b"10")],
+    )
+
+
+class Router:
+    """Leases backend slots for requests; one per process (``router``)."""
+
+    def __init__(self) -> None:
+        self.local = LocalState()
+        self._redis = RedisState()
+        self._freed: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Condition] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def state(self) -> LocalState | RedisState:
+        return self._redis if redis_conn.enabled() else self.local
 
     def _condition(self) -> asyncio.Condition:
         loop = asyncio.get_running_loop()
-        if self._freed is None or self._loop is not loop:
-            self._freed = asyncio.Condition()
-            self._loop = loop
-        return self._freed
-
-    def mark_suspect(self, backend_id: str) -> None:
-        self.suspect_until[backend_id] = time.monotonic() + SUSPECT_SECONDS
-
-    def remember(self, affinity_key: str | None, backend_id: str) -> None:
-        if affinity_key:
-            self.affinity[affinity_key] = backend_id
-            self.affinity.move_to_end(affinity_key)
-            while len(self.affinity) > AFFINITY_ENTRIES:
-                self.affinity.popitem(last=False)
+        condition = self._freed.get(loop)
+        if condition is None:
+            condition = self._freed[loop] = asyncio.Condition()
+        return condition
 
     def candidates(
         self, model: ModelEntry, *, pinned: str | None, exclude: set[str]
     ) -> list[Route]:
         routes = [r for r in model.routes if r.backend.enabled]
         if pinned is not None:
+            # A pinned request never goes anywhere else (SPEC §4.8).
             routes = [r for r in routes if r.backend.id == pinned]
             if not routes:
                 raise ApiError(
                     404,
-                    f"Backend '{pinned}' (X-Backend-Id) does not serve "
-                    f"the model '{model.public_id}'.",
+                    f"Backend '{pinned}' (X-Backend-Id) is unknown, disabled or does not "
+                    f"serve the model '{model.public_id}'.",
                     code="backend_not_found",
                     param="X-Backend-Id",
                 )
@@ -82,99 +326,85 @@ class Router:
                     code="backend_offline",
                     headers=[(b"retry-after", b"10")],
                 )
-            return [r for r in routes if r.backend.id not in exclude]
-        now = time.monotonic()
-        online = [
-            r
-            for r in routes
-            if r.backend.health != "offline"
-            and r.backend.id not in exclude
-            and self.suspect_until.get(r.backend.id, 0.0) <= now
-        ]
-        if not online and not exclude:
-            # Every backend is suspect or offline: try the suspect ones rather
-            # than refuse outright; a health check may simply be stale.
-            online = [r for r in routes if r.backend.health != "offline"]
-        return online
-
-    def _pick(self, routes: list[Route], affinity_key: str | None) -> Route | None:
-        free = [
-            r
-            for r in routes
-            if not r.backend.max_concurrency
-            or self.in_flight.get(r.backend.id, 0) < r.backend.max_concurrency
-        ]
-        if not free:
-            return None
-        if affinity_key:
-            preferred = self.affinity.get(affinity_key)
-            for route in free:
-                if route.backend.id == preferred:
-                    return route
-        return min(free, key=lambda r: self.in_flight.get(r.backend.id, 0))
+            return routes
+        if not routes:
+            raise _no_backend(model, "it has no enabled backend")
+        online = [r for r in routes if r.backend.health != "offline"]
+        if not online:
+            names = ", ".join(sorted(r.backend.name for r in routes))
+            raise _no_backend(model, f"every backend is offline ({names})")
+        return [r for r in online if r.backend.id not in exclude]
 
     async def acquire(
         self,
         model: ModelEntry,
         *,
         pinned: str | None = None,
-        affinity_key: str | None = None,
+        affinity: str | None = None,
         exclude: set[str] | None = None,
+        on_wait: OnWait | None = None,
     ) -> Lease:
-        exclude = exclude or set()
-        routes = self.candidates(model, pinned=pinned, exclude=exclude)
-        if not routes:
-            raise ApiError(
-                503,
-                f"No backend is online for the model '{model.public_id}'. Try again shortly.",
-                code="no_backend_available",
-                headers=[(b"retry-after", b"10")],
-            )
-        started = time.perf_counter()
-        route = self._pick(routes, affinity_key)
-        if route is None:
-            condition = self._condition()
-            deadline = started + settings.SWITCHYARD_QUEUE_TIMEOUT
-            self.waiting += 1
-            try:
-                async with condition:
-                    while route is None:
-                        left = deadline - time.perf_counter()
-                        if left <= 0:
-                            raise ApiError(
-                                503,
-                                f"Every backend serving '{model.public_id}' is at its concurrency "
-                                "limit and none freed up within "
-                                f"{settings.SWITCHYARD_QUEUE_TIMEOUT:g} s.",
-                                code="backends_saturated",
-                                headers=[(b"retry-after", b"5")],
-                            )
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(condition.wait(), timeout=left)
-                        route = self._pick(routes, affinity_key)
-            finally:
-                self.waiting -= 1
-        self.in_flight[route.backend.id] = self.in_flight.get(route.backend.id, 0) + 1
-        in_flight_add(backend=route.backend.name, delta=1)
-        return Lease(route=route, queue_wait_ms=(time.perf_counter() - started) * 1000)
+        """A slot on the best backend, waiting for one while all are full.
 
-    def release(self, lease: Lease) -> None:
+        ``on_wait`` runs every ``SWITCHYARD_KEEPALIVE_SECONDS`` of waiting (a
+        stream sends ``response.in_progress``). Raises a 503 when no backend
+        is eligible or none frees up within ``SWITCHYARD_QUEUE_TIMEOUT``.
+        """
+        routes = self.candidates(model, pinned=pinned, exclude=exclude or set())
+        if not routes:
+            raise _no_backend(model, "every backend failed for this request")
+        state = self.state
+        preferred = None
+        if affinity:
+            last = await state.remembered(affinity)
+            preferred = next((i for i, r in enumerate(routes) if r.backend.id == last), None)
+        lease_id = uuid.uuid4().hex
+        started = time.monotonic()
+        deadline = started + settings.SWITCHYARD_QUEUE_TIMEOUT
+        next_tick = started + settings.SWITCHYARD_KEEPALIVE_SECONDS
+        poll = POLL_MIN
+        while (index := await state.claim(routes, preferred, lease_id)) is None:
+            now = time.monotonic()
+            if now >= deadline:
+                raise ApiError(
+                    503,
+                    f"Every backend serving '{model.public_id}' is at its concurrency limit "
+                    f"and none freed up within {settings.SWITCHYARD_QUEUE_TIMEOUT:g} s.",
+                    code="backends_saturated",
+                    headers=[(b"retry-after", b"5")],
+                )
+            if on_wait is not None and now >= next_tick:
+                next_tick = now + settings.SWITCHYARD_KEEPALIVE_SECONDS
+                await on_wait()
+            # A release in this process wakes the waiters at once; releases in
+            # other processes are seen by polling.
+            timeout = min(poll, max(deadline - now, 0.0), max(next_tick - now, 0.0))
+            condition = self._condition()
+            async with condition:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(condition.wait(), timeout=timeout)
+            poll = min(poll * 2, POLL_MAX)
+        in_flight_add(backend=routes[index].backend.name, delta=1)
+        return Lease(routes[index], queue_wait_ms=(time.monotonic() - started) * 1000, id=lease_id)
+
+    async def release(self, lease: Lease) -> None:
         if lease.released:
             return
         lease.released = True
-        backend_id = lease.route.backend.id
-        self.in_flight[backend_id] = max(self.in_flight.get(backend_id, 1) - 1, 0)
         in_flight_add(backend=lease.route.backend.name, delta=-1)
-        condition = self._freed
-        if self.waiting and condition is not None and self._loop is not None:
-            task = self._loop.create_task(self._notify(condition))
-            self._notifiers.add(task)
-            task.add_done_callback(self._notifiers.discard)
+        try:
+            await self.state.release(lease.route.backend.id, lease.id)
+        finally:
+            condition = self._condition()
+            async with condition:
+                condition.notify_all()  # each waiter re-checks its own backends
 
-    @staticmethod
-    async def _notify(condition: asyncio.Condition) -> None:
-        async with condition:
-            condition.notify(1)
+    async def mark_suspect(self, backend_id: str) -> None:
+        await self.state.mark_suspect(backend_id)
+
+    async def remember(self, affinity: str | None, backend_id: str) -> None:
+        if affinity:
+            await self.state.remember(affinity, backend_id)
 
 
 router = Router()

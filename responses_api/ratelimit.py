@@ -1,0 +1,298 @@
+"""Rate limits per API key and per organisation (SPEC §6).
+
+Three limits, each optional, on the key (``ApiKey.rpm/tpm/concurrency``) and
+on the organisation as a whole, all of its keys together
+(``Organisation.default_rpm/default_tpm/default_concurrency``):
+
+- requests per minute and tokens per minute, counted in fixed one-minute
+  windows (the window's counter resets on the minute);
+- concurrent requests, counted as leases that the request holds until it ends.
+
+Tokens are unknown when a request is admitted, so admission counts an
+estimate of the input (a quarter of the body's bytes) and must fit in what is
+left of the minute; when the request ends, :func:`limits_settle` corrects the
+window by the difference with the real input + output tokens.
+
+All checks and increments of one request are one atomic step: a Lua script
+in Redis when ``REDIS_URL`` is set (so every web process shares the counts),
+else the same arithmetic on this process's memory (the embedded default runs
+one process). A key and organisation without limits costs nothing: no
+Redis round trip, no headers.
+
+Refused requests get a 429 with ``Retry-After``; every response of a limited
+caller carries OpenAI's ``x-ratelimit-*`` headers for requests and tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from responses_api import redis_conn
+from responses_api.auth import Caller
+from responses_api.errors import ApiError
+
+WINDOW = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    kind: str  # "key" or "organisation"
+    id: str
+    rpm: int
+    tpm: int
+    concurrency: int
+
+    @property
+    def base(self) -> str:
+        return f"sy:rl:{self.kind}:{self.id}"
+
+
+@dataclass(slots=True)
+class Admission:
+    scopes: list[Scope]
+    window: int
+    estimate: int
+    lease_id: str
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    settled: bool = False
+
+
+def scopes_for(caller: Caller) -> list[Scope]:
+    scopes = []
+    for kind, id_, rpm, tpm, conc in (
+        ("key", caller.key_id, caller.rpm, caller.tpm, caller.concurrency),
+        (
+            "organisation",
+            str(caller.organisation_id),
+            caller.org_rpm,
+            caller.org_tpm,
+            caller.org_concurrency,
+        ),
+    ):
+        if rpm or tpm or conc:
+            scopes.append(Scope(kind, id_, rpm or 0, tpm or 0, conc or 0))
+    return scopes
+
+
+def estimate_tokens(body: bytes) -> int:
+    """A rough count of the input tokens: about four bytes of JSON per token."""
+    return max(len(body) // 4, 1)
+
+
+def _verdict(
+    scopes: list[Scope], used: list[tuple[int, int, int]], estimate: int
+) -> tuple[int, str] | None:
+    """The first limit this request would exceed: (scope index, kind), or None.
+
+    The reference for the Lua script below (kept in step)."""
+    for i, (scope, (requests, tokens, running)) in enumerate(zip(scopes, used, strict=True)):
+        if scope.rpm and requests + 1 > scope.rpm:
+            return i, "requests"
+        if scope.tpm and tokens + estimate > scope.tpm:
+            return i, "tokens"
+        if scope.concurrency and running + 1 > scope.concurrency:
+            return i, "concurrency"
+    return None
+
+
+# KEYS per scope i: requests counter (3i-2), tokens counter (3i-1), leases (3i).
+# ARGV: now, lease expiry, lease id, estimate, window seconds, then per scope
+# rpm, tpm, concurrency. Returns {verdict scope (0: admitted), kind, used…}.
+_ADMIT = """
+local now, expiry, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local estimate, window = tonumber(ARGV[4]), tonumber(ARGV[5])
+local n = #KEYS / 3
+local used = {}
+for i = 1, n do
+  redis.call('ZREMRANGEBYSCORE', KEYS[3*i], '-inf', now)
+  used[i] = {tonumber(redis.call('GET', KEYS[3*i-2]) or '0'),
+             tonumber(redis.call('GET', KEYS[3*i-1]) or '0'),
+             redis.call('ZCARD', KEYS[3*i])}
+end
+for i = 1, n do
+  local rpm, tpm, conc = tonumber(ARGV[3+3*i]), tonumber(ARGV[4+3*i]), tonumber(ARGV[5+3*i])
+  local kind = nil
+  if rpm > 0 and used[i][1] + 1 > rpm then kind = 'requests'
+  elseif tpm > 0 and used[i][2] + estimate > tpm then kind = 'tokens'
+  elseif conc > 0 and used[i][3] + 1 > conc then kind = 'concurrency' end
+  if kind then
+    local out = {i, kind}
+    for j = 1, n do
+      table.insert(out, used[j][1]); table.insert(out, used[j][2]); table.insert(out, used[j][3])
+    end
+    return out
+  end
+end
+local out = {0, ''}
+for i = 1, n do
+  used[i][1] = redis.call('INCR', KEYS[3*i-2])
+  redis.call('EXPIRE', KEYS[3*i-2], window * 2)
+  used[i][2] = redis.call('INCRBY', KEYS[3*i-1], estimate)
+  redis.call('EXPIRE', KEYS[3*i-1], window * 2)
+  if tonumber(ARGV[5+3*i]) > 0 then
+    redis.call('ZADD', KEYS[3*i], expiry, lease)
+    redis.call('EXPIRE', KEYS[3*i], math.ceil(expiry - now) + 60)
+    used[i][3] = used[i][3] + 1
+  end
+  table.insert(out, used[i][1]); table.insert(out, used[i][2]); table.insert(out, used[i][3])
+end
+return out
+"""
+
+
+def _keys(scope: Scope, window: int) -> tuple[str, str, str]:
+    return (f"{scope.base}:r:{window}", f"{scope.base}:t:{window}", f"{scope.base}:c")
+
+
+class _Local:
+    """Counters of this process (the embedded default)."""
+
+    def __init__(self) -> None:
+        self.counters: dict[str, int] = {}
+        self.running: dict[str, set[str]] = {}
+
+    def admit(self, scopes: list[Scope], window: int, estimate: int, lease_id: str):
+        now_window = window
+        for key in [k for k in self.counters if int(k.rsplit(":", 1)[1]) < now_window - 1]:
+            del self.counters[key]
+        used = []
+        for scope in scopes:
+            r, t, c = _keys(scope, window)
+            used.append(
+                (self.counters.get(r, 0), self.counters.get(t, 0), len(self.running.get(c, ())))
+            )
+        verdict = _verdict(scopes, used, estimate)
+        if verdict is not None:
+            return verdict, used
+        after = []
+        for scope, (requests, tokens, running) in zip(scopes, used, strict=True):
+            r, t, c = _keys(scope, window)
+            self.counters[r] = requests + 1
+            self.counters[t] = tokens + estimate
+            if scope.concurrency:
+                self.running.setdefault(c, set()).add(lease_id)
+                running += 1
+            after.append((requests + 1, tokens + estimate, running))
+        return None, after
+
+    def settle(self, admission: Admission, correction: int) -> None:
+        for scope in admission.scopes:
+            _, t, c = _keys(scope, admission.window)
+            if t in self.counters:
+                self.counters[t] = max(self.counters[t] + correction, 0)
+            self.running.get(c, set()).discard(admission.lease_id)
+
+
+_local = _Local()
+
+
+async def _admit_redis(scopes: list[Scope], window: int, estimate: int, lease_id: str, now: float):
+    keys: list[str] = []
+    args: list[float | int | str] = [
+        now,
+        redis_conn.leases.expiry(now),
+        lease_id,
+        estimate,
+        WINDOW,
+    ]
+    for scope in scopes:
+        keys.extend(_keys(scope, window))
+        args += [scope.rpm, scope.tpm, scope.concurrency]
+    result = await redis_conn.async_client().eval(_ADMIT, len(keys), *keys, *args)
+    index, kind = int(result[0]), result[1]
+    numbers = [int(x) for x in result[2:]]
+    used = [tuple(numbers[i : i + 3]) for i in range(0, len(numbers), 3)]
+    if index:
+        kind = kind.decode() if isinstance(kind, bytes) else kind
+        return (index - 1, kind), used
+    for scope in scopes:
+        if scope.concurrency:
+            redis_conn.leases.hold(_keys(scope, window)[2], lease_id)
+    return None, used
+
+
+def _headers(scopes: list[Scope], used, reset: float) -> list[tuple[bytes, bytes]]:
+    headers: list[tuple[bytes, bytes]] = []
+    reset_text = f"{math.ceil(reset)}s".encode()
+    for name, index, field_name in (("requests", 0, "rpm"), ("tokens", 1, "tpm")):
+        limited = [
+            (getattr(s, field_name), max(getattr(s, field_name) - u[index], 0))
+            for s, u in zip(scopes, used, strict=True)
+            if getattr(s, field_name)
+        ]
+        if not limited:
+            continue
+        # The most constraining limit is the one a client must respect.
+        limit, remaining = min(limited, key=lambda pair: pair[1])
+        headers += [
+            (f"x-ratelimit-limit-{name}".encode(), str(limit).encode()),
+            (f"x-ratelimit-remaining-{name}".encode(), str(remaining).encode()),
+            (f"x-ratelimit-reset-{name}".encode(), reset_text),
+        ]
+    return headers
+
+
+async def limits_admit(*, caller: Caller, estimate: int) -> Admission | None:
+    """Count this request against the caller's limits, or raise a 429.
+
+    Returns None when neither the key nor its organisation has limits."""
+    scopes = scopes_for(caller)
+    if not scopes:
+        return None
+    now = time.time()
+    window = int(now // WINDOW)
+    reset = (window + 1) * WINDOW - now
+    lease_id = uuid.uuid4().hex
+    if redis_conn.enabled():
+        verdict, used = await _admit_redis(scopes, window, estimate, lease_id, now)
+    else:
+        verdict, used = _local.admit(scopes, window, estimate, lease_id)
+    headers = _headers(scopes, used, reset)
+    if verdict is not None:
+        index, kind = verdict
+        scope = scopes[index]
+        retry = 1 if kind == "concurrency" else max(math.ceil(reset), 1)
+        limit = {"requests": scope.rpm, "tokens": scope.tpm, "concurrency": scope.concurrency}[kind]
+        what = {
+            "requests": f"{limit} requests per minute",
+            "tokens": f"{limit} tokens per minute",
+            "concurrency": f"{limit} concurrent requests",
+        }[kind]
+        if kind == "tokens" and estimate > scope.tpm:
+            message = (
+                f"This request (about {estimate} input tokens) is larger than the "
+                f"{scope.kind}'s limit of {what}."
+            )
+        else:
+            message = f"Rate limit reached for this {scope.kind}: {what}. Retry in {retry} s."
+        raise ApiError(
+            429,
+            message,
+            code="rate_limit_exceeded",
+            headers=[(b"retry-after", str(retry).encode()), *headers],
+        )
+    return Admission(scopes, window, estimate, lease_id, headers)
+
+
+async def limits_settle(*, admission: Admission, tokens: int) -> None:
+    """Release the concurrency lease and put the real token count in the window."""
+    if admission.settled:
+        return
+    admission.settled = True
+    correction = tokens - admission.estimate
+    if not redis_conn.enabled():
+        _local.settle(admission, correction)
+        return
+    async with redis_conn.async_client().pipeline(transaction=False) as pipe:
+        for scope in admission.scopes:
+            _, t, c = _keys(scope, admission.window)
+            if correction and scope.tpm:
+                pipe.incrby(t, correction)
+                pipe.expire(t, WINDOW * 2)
+            if scope.concurrency:
+                redis_conn.leases.drop(c, admission.lease_id)
+                pipe.zrem(c, admission.lease_id)
+        await pipe.execute()

@@ -1,0 +1,59 @@
+"""The pure parts of routing and limits: which backend, which conversation."""
+
+from __future__ import annotations
+
+from responses_api.backends.routing import affinity_key, choose
+from responses_api.ratelimit import Scope, _headers, _verdict
+
+
+def test_least_loaded_wins_and_ties_are_shared():
+    assert choose([3, 1, 2], [0, 0, 0], [True] * 3, None, 0) == 1
+    picks = {choose([1, 1, 1], [0, 0, 0], [True] * 3, None, rand) for rand in range(6)}
+    assert picks == {0, 1, 2}
+
+
+def test_full_backends_are_skipped_and_all_full_means_wait():
+    assert choose([2, 5], [2, 8], [True, True], None, 0) == 1
+    assert choose([2, 8], [2, 8], [True, True], None, 0) is None
+
+
+def test_affinity_wins_while_the_backend_has_room():
+    assert choose([5, 0], [8, 8], [True, True], 0, 0) == 0
+    assert choose([8, 0], [8, 8], [True, True], 0, 0) == 1  # saturated: least loaded
+
+
+def test_suspect_backends_are_used_only_when_nothing_else_is_left():
+    assert choose([0, 4], [0, 0], [False, True], 0, 0) == 1
+    assert choose([0, 4], [0, 0], [False, False], None, 0) == 0
+
+
+def test_a_conversation_is_its_cache_key_or_its_leading_items():
+    base = {"organisation_id": 1, "model_id": "m", "instructions": "be brief"}
+    turn1 = [{"role": "user", "content": "hello"}]
+    turn2 = [*turn1, {"role": "assistant", "content": "hi"}, {"role": "user", "content": "more"}]
+    turn3 = [*turn2, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "end"}]
+    leading = affinity_key(prompt_cache_key=None, input=turn1, **base)
+    assert leading == affinity_key(prompt_cache_key=None, input=turn2, **base)
+    assert leading == affinity_key(prompt_cache_key=None, input=turn3, **base)
+    other = [{"role": "developer", "content": "x"}, *turn1]
+    assert affinity_key(prompt_cache_key=None, input=other, **base) != leading
+    assert affinity_key(prompt_cache_key=None, input="just a string", **base) is None
+    keyed = affinity_key(prompt_cache_key="s1", input=turn1, **base)
+    assert keyed == affinity_key(prompt_cache_key="s1", input=turn3, **base)
+    assert keyed != affinity_key(
+        prompt_cache_key="s1", input=turn1, **{**base, "organisation_id": 2}
+    )
+
+
+def test_limit_verdicts_and_headers_name_the_tightest_limit():
+    key = Scope("key", "k", rpm=10, tpm=0, concurrency=0)
+    org = Scope("organisation", "1", rpm=100, tpm=1000, concurrency=2)
+    assert _verdict([key, org], [(9, 0, 0), (50, 0, 0)], 5) is None
+    assert _verdict([key, org], [(10, 0, 0), (50, 0, 0)], 5) == (0, "requests")
+    assert _verdict([key, org], [(1, 0, 0), (1, 996, 0)], 5) == (1, "tokens")
+    assert _verdict([key, org], [(1, 0, 0), (1, 0, 2)], 5) == (1, "concurrency")
+    headers = dict(_headers([key, org], [(9, 0, 0), (50, 400, 1)], 12.2))
+    assert headers[b"x-ratelimit-limit-requests"] == b"10"
+    assert headers[b"x-ratelimit-remaining-requests"] == b"1"
+    assert headers[b"x-ratelimit-remaining-tokens"] == b"600"
+    assert headers[b"x-ratelimit-reset-tokens"] == b"13s"

@@ -1,0 +1,146 @@
+"""Usage rows are never lost (the guarantee in ``responses_api/usage.py``):
+rows sit in a Redis stream until committed; a writer that crashes before
+acknowledging leaves them for another; a poison row holds nobody back; a
+web process killed right after answering has already handed its row over."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import httpx
+import orjson
+import pytest
+
+from responses_api import usage
+from tests.conftest import server_env, start_daphne, usage_rows
+
+needs_redis = pytest.mark.skipif(
+    not os.environ.get("REDIS_URL"),
+    reason="the usage stream lives in Redis: set REDIS_URL (CI does)",
+)
+
+
+def a_row(organisation_id: int, **fields) -> dict:
+    now = time.time()
+    return {
+        "request_id": str(uuid.uuid4()),
+        "organisation_id": organisation_id,
+        "api_key_id": None,
+        "key_prefix": "sy_sk_test",
+        "model": "sim-model",
+        "endpoint": "/responses",
+        "status": 200,
+        "output_tokens": 7,
+        "created_at": now,
+        "finished_at": now,
+        **fields,
+    }
+
+
+@pytest.fixture
+def redis_stream(monkeypatch):
+    """A stream of this test's own, so no live web process drains it."""
+    client = usage.redis_client()
+    name = f"switchyard:usage:test-durability:{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(usage, "STREAM", name)
+    yield client
+    client.delete(name, name + ":dead")
+    client.close()
+
+
+def xadd(client, row: dict | bytes) -> None:
+    raw = row if isinstance(row, bytes) else usage.encode_row(row)
+    client.xadd(usage.STREAM, {"r": raw})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_write_rows_is_idempotent_and_returns_poison_rows(people):
+    org = people["acme"].id
+    good = a_row(org)
+    orphan = a_row(999_999)  # its organisation does not exist
+    assert usage.write_rows([good, orphan, good]) == [orphan]
+    assert usage.write_rows([good]) == []
+    assert [str(r.request_id) for r in usage_rows()] == [good["request_id"]]
+
+
+@needs_redis
+@pytest.mark.django_db(transaction=True)
+def test_rows_read_by_a_writer_that_crashed_are_claimed_by_another(people, redis_stream):
+    rows = [a_row(people["acme"].id) for _ in range(3)]
+    for row in rows:
+        xadd(redis_stream, row)
+    usage._ensure_group(redis_stream)
+    # A writer reads the entries, then dies before writing or acknowledging.
+    taken = redis_stream.xreadgroup(usage.GROUP, "crashed", {usage.STREAM: ">"}, count=10)
+    assert len(taken[0][1]) == 3
+    assert usage.drain_redis(redis_stream, consumer="healthy") == 0  # not idle long enough yet
+    assert usage_rows() == []
+    assert usage.drain_redis(redis_stream, consumer="healthy", claim_idle_ms=0) == 3
+    assert sorted(str(r.request_id) for r in usage_rows()) == sorted(r["request_id"] for r in rows)
+    assert redis_stream.xpending(usage.STREAM, usage.GROUP)["pending"] == 0
+
+
+@needs_redis
+@pytest.mark.django_db(transaction=True)
+def test_a_poison_row_does_not_block_the_others(people, redis_stream):
+    org = people["acme"].id
+    first, last = a_row(org), a_row(org)
+    xadd(redis_stream, first)
+    xadd(redis_stream, b"{not json")
+    xadd(redis_stream, a_row(999_999))  # foreign key that does not exist
+    xadd(redis_stream, a_row(org, status=70_000))  # out of range for the column
+    xadd(redis_stream, last)
+    assert usage.drain_redis(redis_stream, consumer="w1") == 5
+    assert sorted(str(r.request_id) for r in usage_rows()) == sorted(
+        [first["request_id"], last["request_id"]]
+    )
+    assert redis_stream.xpending(usage.STREAM, usage.GROUP)["pending"] == 0
+    assert redis_stream.xlen(usage.dead_letter_stream()) == 3
+    assert usage.drain_redis(redis_stream, consumer="w2", claim_idle_ms=0) == 0
+
+
+@needs_redis
+@pytest.mark.django_db(transaction=True)
+def test_the_same_entry_written_twice_is_one_row(people, redis_stream):
+    row = a_row(people["acme"].id)
+    xadd(redis_stream, row)
+    xadd(redis_stream, row)
+    assert usage.drain_redis(redis_stream, consumer="w") == 2
+    assert len(usage_rows()) == 1
+
+
+@pytest.mark.live
+@needs_redis
+@pytest.mark.django_db(transaction=True)
+def test_a_web_process_killed_right_after_answering_loses_no_row(
+    provision, simulator, redis_stream
+):
+    tenant = provision("acme", simulator.url)
+    # This web process only queues rows; writing them is left to the workers,
+    # so the row can only survive the kill through Redis.
+    web = start_daphne(
+        server_env(SWITCHYARD_USAGE_STREAM=usage.STREAM, SWITCHYARD_USAGE_DRAIN_IN_WEB="false")
+    )
+    try:
+        response = httpx.post(
+            web.url + "/v1/responses",
+            headers={"authorization": f"Bearer {tenant.key}"},
+            json={"model": "sim-model", "input": "hi [[tokens:9]]"},
+            timeout=30,
+        )
+        web.process.send_signal(signal.SIGKILL)
+        web.process.wait(10)
+    finally:
+        web.stop()
+    assert response.status_code == 200
+    assert usage_rows() == []
+    entries = redis_stream.xrange(usage.STREAM)
+    assert len(entries) == 1
+    assert orjson.loads(entries[0][1][b"r"])["request_id"] == response.headers["x-request-id"]
+    assert usage.drain_redis(redis_stream, consumer="worker") == 1
+    row = usage_rows()[0]
+    assert str(row.request_id) == response.headers["x-request-id"]
+    assert row.status == 200 and row.output_tokens == 9
