@@ -228,7 +228,7 @@ def usage_rows(**filters):
     return list(UsageLog.objects.filter(**filters).order_by("created_at"))
 
 
-def wait_rows(count: int = 1, timeout: float = 10.0, **filters):
+def wait_rows(count: int = 1, timeout: float = 30.0, **filters):
     return wait_for(
         lambda: (rows := usage_rows(**filters)) and len(rows) >= count and rows, timeout=timeout
     )
