@@ -172,11 +172,11 @@ def scenarios(quick: bool, slow_seconds: float, slow_streams: int) -> list[Scena
         Scenario("stream200_c32", "streaming 200 tokens, concurrency 32", True, 200, 32, n(400)),
         Scenario(
             "stream50tps_c32",
-            "streaming 100 tokens at 50 tokens/s, 32 streams",
+            "streaming 200 tokens at 50 tokens/s, 32 streams",
             True,
-            100,
+            200,
             32,
-            64 if not quick else 32,
+            64 if not quick else 32,  # 2 rounds of 4 s
             rate=50,
         ),
         Scenario(

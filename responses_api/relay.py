@@ -558,6 +558,17 @@ async def _first_bytes(iterator, on_wait: Callable[[], Awaitable[None]] | None) 
                 await pending
 
 
+async def _finish_upstream(iterator) -> None:
+    """Read the backend's response to its end after ``[DONE]`` (the rest is
+    normally already buffered) so its connection goes back to the pool:
+    closing an unfinished response closes the connection, and the next
+    request pays for a new one. Runs after the client has its answer."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(1.0):
+            async for _ in iterator:
+                pass
+
+
 async def _relay_stream(
     exchange: Exchange,
     responder: Responder,
@@ -603,6 +614,7 @@ async def _relay_stream(
     events = translator.finish(exchange.extras())
     await exchange.submit()
     await responder.end_stream(writer.encode(events))
+    await _finish_upstream(iterator)
 
 
 class _StreamError(Exception):
@@ -662,6 +674,7 @@ async def _relay_json(
     )
     await exchange.submit()
     await responder.json(200, orjson.dumps(body), [(b"server-timing", server_timing.encode())])
+    await _finish_upstream(iterator)
 
 
 def new_request_id() -> str:
