@@ -569,6 +569,17 @@ async def _finish_upstream(iterator) -> None:
                 pass
 
 
+async def _send_now(responder: Responder, writer: EventWriter, events: list) -> None:
+    """Send the first text delta at once. One read from a fast backend can
+    hold the whole answer; translating all of it before the first write
+    would hold the first token back. Two loop turns let the server's
+    writer run (daphne writes from the loop, not in ``send``)."""
+    writer.delta_sent = True
+    await responder.chunk(writer.encode(events))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+
+
 async def _relay_stream(
     exchange: Exchange,
     responder: Responder,
@@ -593,6 +604,9 @@ async def _relay_stream(
                 if "error" in chunk and not chunk.get("choices"):
                     raise _StreamError(chunk["error"])
                 events.extend(translator.feed(chunk))
+                if translator.first_token_at is not None and not writer.delta_sent:
+                    await _send_now(responder, writer, events)
+                    events = []
             if events:
                 await responder.chunk(writer.encode(events))
             if reader.done:
