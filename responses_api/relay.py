@@ -538,24 +538,31 @@ def _budget_notice(exchange: Exchange, translator: StreamTranslator, plan: ChatP
 
 async def _first_bytes(iterator, on_wait: Callable[[], Awaitable[None]] | None) -> bytes | None:
     """Wait for the backend's first bytes, calling ``on_wait`` every keep-alive
-    interval (clients such as Codex reset idle timers only on events)."""
+    interval (clients such as Codex reset idle timers only on events).
+
+    The read is awaited directly; a timer starts ``on_wait`` only when an
+    interval passes, so a prompt backend costs no task and no ``asyncio.wait``.
+    """
+    if on_wait is None:
+        return await anext(iterator, None)
+    loop = asyncio.get_running_loop()
     interval = settings.SWITCHYARD_KEEPALIVE_SECONDS
-    pending = asyncio.ensure_future(anext(iterator))
+    waits: list[asyncio.Task[None]] = []
+
+    def tick() -> None:
+        nonlocal timer
+        waits.append(loop.create_task(on_wait()))
+        timer = loop.call_later(interval, tick)
+
+    timer = loop.call_later(interval, tick)
     try:
-        while True:
-            done, _ = await asyncio.wait({pending}, timeout=interval)
-            if done:
-                try:
-                    return pending.result()
-                except StopAsyncIteration:
-                    return None
-            if on_wait is not None:
-                await on_wait()
+        return await anext(iterator, None)
     finally:
-        if not pending.done():
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
-                await pending
+        timer.cancel()
+        # A keep-alive not yet started is dropped; one started has written
+        # (daphne's send does not suspend), so events never interleave.
+        for task in waits:
+            task.cancel()
 
 
 async def _finish_upstream(iterator) -> None:
