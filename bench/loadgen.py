@@ -26,7 +26,9 @@ class Result:
     first_delta: float | None
     deltas: int
     gaps: list[float] = field(default_factory=list)
+    gap_times: list[float] = field(default_factory=list)  # perf_counter at each gap's end
     error: str = ""
+    started: float = 0.0
 
 
 class Connection:
@@ -64,6 +66,7 @@ class Connection:
         first: float | None = None
         deltas = 0
         gaps: list[float] = []
+        gap_times: list[float] = []
         last: float | None = None
         if b"transfer-encoding: chunked" in lowered:
             pending = b""  # an SSE event may span HTTP chunks
@@ -85,7 +88,9 @@ class Connection:
                     if keep_gaps:
                         if last is not None:
                             gaps.append(now - last)
+                            gap_times.append(now)
                         gaps.extend([0.0] * (count - 1))
+                        gap_times.extend([now] * (count - 1))
                     last = now
                     deltas += count
         else:
@@ -101,6 +106,8 @@ class Connection:
             first_delta=None if first is None else first - started,
             deltas=deltas,
             gaps=gaps,
+            gap_times=gap_times,
+            started=started,
         )
 
 
