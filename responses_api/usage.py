@@ -195,7 +195,13 @@ class UsageSink:
             if self._redis is None or self._redis_loop is not self._loop:
                 import redis.asyncio
 
-                self._redis = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+                # Blocking pool: a thousand streams ending together wait for
+                # one of the connections instead of failing (the default pool
+                # raises "Too many connections" past 100, losing the row).
+                pool = redis.asyncio.BlockingConnectionPool.from_url(
+                    settings.REDIS_URL, max_connections=100, timeout=30
+                )
+                self._redis = redis.asyncio.Redis(connection_pool=pool)
                 self._redis_loop = self._loop
             await self._redis.xadd(STREAM, {"r": encode_row(row)})
         else:
