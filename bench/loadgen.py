@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 # A chat chunk whose delta carries text, or a Responses text-delta event.
 CHAT_DELTA = re.compile(rb'"delta":\{"content":"[^"]')
-RESPONSES_DELTA = re.compile(rb"event: response\.output_text\.delta\n")
+RESPONSES_DELTA = re.compile(rb'"type": ?"response\.output_text\.delta"')
 
 
 @dataclass(slots=True)
