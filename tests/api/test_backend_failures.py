@@ -1,7 +1,8 @@
-"""Backend failures seen through Switchyard's HTTP client for backends.
+"""Backend failures as a client sees them.
 
-The relay reads backends through ``backends/client.py``; these pin down what a
-caller sees when the backend misbehaves, and that each case leaves its row.
+What a caller gets when the backend misbehaves (an error status, a cut
+stream, no answer, silence), that each case leaves its row, and that kept-alive
+backend connections are reused safely.
 """
 
 import pytest
