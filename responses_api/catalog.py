@@ -64,7 +64,10 @@ class Catalog:
     models: tuple[ModelEntry, ...]
 
 
-_cache: dict[int, tuple[float, Catalog]] = {}
+_cache: dict[int, tuple[float, float, Catalog]] = {}  # org → (expires, loaded, catalog)
+# A model the cached catalogue doesn't know triggers a reload when the
+# catalogue is older than this, so a model just added works at once.
+MISS_RELOAD_AFTER = 0.05
 
 
 def forget(organisation_id: int | None = None) -> None:
@@ -127,13 +130,16 @@ def load_catalog(organisation_id: int) -> Catalog:
     return Catalog(by_name=by_name, models=tuple(models))
 
 
-async def get_catalog(organisation_id: int) -> Catalog:
+async def get_catalog(organisation_id: int, *, missing: str | None = None) -> Catalog:
+    """The organisation's catalogue; ``missing`` names a model the caller did
+    not find in it, which reloads a catalogue that may predate that model."""
     from asgiref.sync import sync_to_async
 
     now = time.monotonic()
     hit = _cache.get(organisation_id)
     if hit is not None and hit[0] > now:
-        return hit[1]
+        if missing is None or now - hit[1] < MISS_RELOAD_AFTER:
+            return hit[2]
     catalog = await sync_to_async(load_catalog)(organisation_id)
-    _cache[organisation_id] = (now + settings.SWITCHYARD_CATALOG_CACHE_SECONDS, catalog)
+    _cache[organisation_id] = (now + settings.SWITCHYARD_CATALOG_CACHE_SECONDS, now, catalog)
     return catalog

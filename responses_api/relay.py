@@ -363,6 +363,9 @@ async def _handle(
     catalog = await get_catalog(caller.organisation_id)
     model = catalog.by_name.get(request.model)
     if model is None:
+        catalog = await get_catalog(caller.organisation_id, missing=request.model)
+        model = catalog.by_name.get(request.model)
+    if model is None:
         raise ApiError(
             404,
             f"The model '{request.model}' does not exist or you do not have access to it. "

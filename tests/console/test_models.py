@@ -26,7 +26,7 @@ FORM = {
 
 def test_adding_a_model_with_its_first_backend(as_user, estates):
     acme = estates["acme"]
-    catalog._cache[acme.model.organisation_id] = (float("inf"), None)
+    catalog._cache[acme.model.organisation_id] = (float("inf"), 0.0, None)
     response = as_user("alice").post(
         reverse("console:model_create"),
         {**FORM, "deploy-backend": str(acme.backend.id), "deploy-upstream_name": "Qwen/Qwen3-32B"},
