@@ -24,6 +24,11 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# The benchmark (bench/README.md): BENCH_ARGS=--quick for a smoke run,
+# --with-litellm for a LiteLLM column. Honours DATABASE_URL/REDIS_URL.
+bench: install
+	$(PY) bench/run.py $(BENCH_ARGS)
+
 fix: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .

@@ -25,6 +25,22 @@ from responses_api.relay import Exchange, Responder, new_request_id
 _PREFIX = re.compile(r"^/(?:api/)?v1(/.*)?$")
 
 
+def _no_delay(send) -> None:
+    """Turn Nagle's algorithm off on the client's socket.
+
+    Daphne (Twisted) leaves it on, so a small SSE write that follows another
+    one waits for the client's delayed ACK — milliseconds to tens of
+    milliseconds added to the first text delta and between events. ASGI
+    gives no handle on the socket; daphne's ``send`` is a partial over its
+    protocol object, so reach the transport through it when it is there.
+    """
+    args = getattr(send, "args", None)
+    channel = getattr(args[0], "channel", None) if args else None
+    set_no_delay = getattr(getattr(channel, "transport", None), "setTcpNoDelay", None)
+    if set_no_delay is not None:
+        set_no_delay(True)
+
+
 class ApiConsumer(AsyncHttpConsumer):
     # The API needs no channel layer; skipping it saves a round trip per request.
     channel_layer_alias = "__none__"
@@ -41,6 +57,7 @@ class ApiConsumer(AsyncHttpConsumer):
                 if not message.get("more_body"):
                     break
         body = b"".join(chunks)
+        _no_delay(send)
         match = _PREFIX.match(scope["path"])
         route = (match.group(1) or "/") if match else scope["path"]
         exchange = Exchange(request_id=new_request_id(), endpoint=route)

@@ -29,7 +29,13 @@ def async_client() -> Any:
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
-        client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+        # A blocking pool: a thousand streams ending together wait for a
+        # connection instead of failing (the default pool raises "Too many
+        # connections" past its limit, and the request would lose its row).
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            settings.REDIS_URL, max_connections=100, timeout=30
+        )
+        client = redis.asyncio.Redis(connection_pool=pool)
         _clients[loop] = client
     return client
 

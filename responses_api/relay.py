@@ -516,24 +516,53 @@ def _budget_notice(exchange: Exchange, translator: StreamTranslator, plan: ChatP
 async def _first_bytes(iterator, on_wait: Callable[[], Awaitable[None]] | None) -> bytes | None:
     """Wait for the backend's next bytes, calling ``on_wait`` every keep-alive
     interval while none come (clients such as Codex reset idle timers only on
-    events, SPEC §4.6)."""
+    events, SPEC §4.6).
+
+    The read is awaited directly; a timer starts ``on_wait`` only when an
+    interval passes, so a prompt backend costs no task and no ``asyncio.wait``.
+    """
+    if on_wait is None:
+        return await anext(iterator, None)
+    loop = asyncio.get_running_loop()
     interval = settings.SWITCHYARD_KEEPALIVE_SECONDS
-    pending = asyncio.ensure_future(anext(iterator))
+    waits: list[asyncio.Task[None]] = []
+
+    def tick() -> None:
+        nonlocal timer
+        waits.append(loop.create_task(on_wait()))
+        timer = loop.call_later(interval, tick)
+
+    timer = loop.call_later(interval, tick)
     try:
-        while True:
-            done, _ = await asyncio.wait({pending}, timeout=interval)
-            if done:
-                try:
-                    return pending.result()
-                except StopAsyncIteration:
-                    return None
-            if on_wait is not None:
-                await on_wait()
+        return await anext(iterator, None)
     finally:
-        if not pending.done():
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
-                await pending
+        timer.cancel()
+        if waits:
+            # Let keep-alives already under way finish writing, so that events
+            # never interleave.
+            await asyncio.gather(*waits, return_exceptions=True)
+
+
+async def _finish_upstream(iterator) -> None:
+    """Read the backend's response to its end after ``[DONE]`` (the rest is
+    normally already buffered) so its connection goes back to the pool:
+    closing an unfinished response closes the connection, and the next
+    request pays for a new one. Runs after the client has its answer."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(1.0):
+            async for _ in iterator:
+                pass
+
+
+async def _send_now(responder: Responder, writer: EventWriter, events: list) -> None:
+    """Send the first text delta at once. One read from a fast backend can
+    hold the whole answer; translating all of it before the first write
+    would hold the first token back. Two loop turns let the server's
+    writer run (daphne writes from the loop, not in ``send``)."""
+    writer.delta_sent = True
+    await responder.chunk(writer.encode(events))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
 
 
 async def _relay_stream(
@@ -562,6 +591,9 @@ async def _relay_stream(
                 if "error" in chunk and not chunk.get("choices"):
                     raise _StreamError(chunk["error"])
                 events.extend(translator.feed(chunk))
+                if translator.first_token_at is not None and not writer.delta_sent:
+                    await _send_now(responder, writer, events)
+                    events = []
             if events:
                 await responder.chunk(writer.encode(events))
             if reader.done:
@@ -595,6 +627,7 @@ async def _relay_stream(
     events = translator.finish(exchange.extras())
     await exchange.submit()
     await responder.end_stream(writer.encode(events))
+    await _finish_upstream(iterator)
 
 
 class _StreamError(Exception):
@@ -655,6 +688,7 @@ async def _relay_json(
     )
     await exchange.submit()
     await responder.json(200, orjson.dumps(body), [(b"server-timing", server_timing.encode())])
+    await _finish_upstream(iterator)
 
 
 def new_request_id() -> str:

@@ -13,10 +13,11 @@ class EventWriter:
     ``sequence_number``; events written together become one buffer, so one
     network write carries every event that was ready."""
 
-    __slots__ = ("sequence",)
+    __slots__ = ("delta_sent", "sequence")
 
     def __init__(self) -> None:
         self.sequence = 0
+        self.delta_sent = False  # the first text delta has been written out
 
     def encode(self, events: Iterable[dict[str, Any]]) -> bytes:
         out = []
