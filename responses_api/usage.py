@@ -60,10 +60,12 @@ BATCH = 500
 CLAIM_IDLE_MS = 30_000
 FLUSH_INTERVAL = 0.2
 
-_FIELDS = {
+# A usage row's columns, in the order exports list them (``usage_export``,
+# the console's CSV); a row as submitted also names its organisation and key.
+EXPORT_COLUMNS = (
     "request_id",
-    "organisation_id",
-    "api_key_id",
+    "created_at",
+    "finished_at",
     "key_prefix",
     "model",
     "backend_id",
@@ -88,9 +90,8 @@ _FIELDS = {
     "tokens_per_second",
     "client_ip",
     "user_agent",
-    "created_at",
-    "finished_at",
-}
+)
+_FIELDS = frozenset({"organisation_id", "api_key_id", *EXPORT_COLUMNS})
 
 
 def _default(value: Any) -> Any:

@@ -15,37 +15,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.management.commands._common import get_org
 from responses_api.models import UsageLog
+from responses_api.usage import EXPORT_COLUMNS
 
 CHUNK = 2000
-COLUMNS = (
-    "request_id",
-    "created_at",
-    "finished_at",
-    "key_prefix",
-    "model",
-    "backend_id",
-    "backend_name",
-    "endpoint",
-    "method",
-    "stream",
-    "status",
-    "error_code",
-    "error_message",
-    "note",
-    "notices",
-    "input_tokens",
-    "cached_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "cost",
-    "attempts",
-    "queue_wait_ms",
-    "ttft_ms",
-    "duration_ms",
-    "tokens_per_second",
-    "client_ip",
-    "user_agent",
-)
+COLUMNS = EXPORT_COLUMNS
 
 
 def _when(value: str | None, name: str) -> datetime | None:
