@@ -92,6 +92,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # writes from failing with "database is locked" in the embedded default.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Transactions take the write lock when they begin: a deferred one that
+    # reads, then writes while another process writes, fails at once with
+    # "database is locked" instead of waiting for the timeout.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
