@@ -117,6 +117,14 @@ def fleet_for(people):
     return make
 
 
+def fresh_minute(needed: float = 15.0) -> None:
+    """Rate limits count in fixed one-minute windows: start a test that must
+    stay within one window early enough in a minute."""
+    into = time.time() % 60
+    if into > 60 - needed:
+        time.sleep(60 - into + 0.1)
+
+
 class RawRequest:
     """A request over a bare socket, so a test decides exactly when the
     client goes away (``close``) and what it had read by then."""

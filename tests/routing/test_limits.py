@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from tests.conftest import wait_for, wait_rows
-from tests.routing.conftest import sim_stats
+from tests.routing.conftest import fresh_minute, sim_stats
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -28,6 +28,7 @@ def post(url: str, key: str, text: str = "hi [[tokens:4]]") -> httpx.Response:
 
 
 def test_requests_per_minute_per_key_across_processes(web, sims, fleet_for):
+    fresh_minute()
     fleet = fleet_for(sims[:1], rpm=3)
     responses = [post(web.next_url(), fleet.key) for _ in range(4)]
     assert [r.status_code for r in responses] == [200, 200, 200, 429]
@@ -45,6 +46,7 @@ def test_requests_per_minute_per_key_across_processes(web, sims, fleet_for):
 
 
 def test_organisation_limit_counts_all_its_keys_together(web, sims, fleet_for, people):
+    fresh_minute()
     from accounts.services import api_key_create
 
     people["acme"].default_rpm = 2
@@ -59,6 +61,7 @@ def test_organisation_limit_counts_all_its_keys_together(web, sims, fleet_for, p
 
 
 def test_tokens_per_minute_counts_the_estimate_then_real_usage(web, sims, fleet_for):
+    fresh_minute()
     fleet = fleet_for(sims[:1], tpm=120)
     payload = orjson.dumps({"model": "sim-model", "input": "hi [[tokens:30]]"})
     estimate = len(payload) // 4  # what admission counts before the backend says
