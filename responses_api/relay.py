@@ -23,6 +23,7 @@ from django.conf import settings
 from pydantic import ValidationError
 
 from responses_api.auth import Caller, authenticate, key_from_headers
+from responses_api.backends.client import raw_chunks
 from responses_api.backends.failover import forward, plan_for
 from responses_api.catalog import ModelEntry, get_catalog
 from responses_api.draining import shutting_down
@@ -637,7 +638,7 @@ async def _relay_stream(
     async def keepalive() -> None:
         await responder.chunk(writer.encode([translator.keepalive()]))
 
-    iterator = upstream.aiter_raw()
+    iterator = raw_chunks(upstream)
     try:
         data = await _first_bytes(iterator, keepalive)
         while data is not None:
@@ -714,7 +715,7 @@ async def _relay_json(
     upstream: httpx.Response,
     plan: ChatPlan,
 ) -> None:
-    iterator = upstream.aiter_raw()
+    iterator = raw_chunks(upstream)
     try:
         data = await _first_bytes(iterator, None)
         while data is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -87,3 +88,14 @@ async def close_clients() -> None:
         client = _clients.pop(key)
         with contextlib.suppress(Exception):
             await client.aclose()
+
+
+def raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The response body's bytes as they arrive, undecoded.
+
+    The same bytes as ``Response.aiter_raw()`` from the response's own
+    stream: ``aiter_raw`` enters a context manager and a re-chunker for each
+    chunk, and a chat stream is one chunk per token. httpcore errors are still
+    mapped to httpx's exceptions by the stream itself.
+    """
+    return aiter(response.stream)
