@@ -24,11 +24,14 @@ import httpx
 import orjson
 from django.conf import settings
 
+# Connection pools per backend (see ``Upstream.__init__``).
+POOLS = 8
+
 
 class Upstream:
     """One backend's connection pool and its prepared request parts."""
 
-    __slots__ = ("_extensions", "_headers", "_transport", "_url", "is_closed")
+    __slots__ = ("_extensions", "_headers", "_transports", "_turn", "_url", "is_closed")
 
     def __init__(self, base_url: str, api_key: str) -> None:
         self._url = httpx.URL(base_url.rstrip("/") + "/chat/completions")
@@ -43,12 +46,22 @@ class Upstream:
             pool=settings.SWITCHYARD_CONNECT_TIMEOUT,
         )
         self._extensions = {"timeout": timeout.as_dict()}
-        self._transport = httpx.AsyncHTTPTransport(
-            trust_env=False,
-            limits=httpx.Limits(
-                max_connections=None, max_keepalive_connections=256, keepalive_expiry=60
-            ),
-        )
+        # Several small pools, taken in turn, rather than one large one:
+        # httpcore scans every connection of a pool (a readability check on
+        # each idle socket) whenever a request starts or a response closes,
+        # so one pool costs O(concurrent requests) per request.
+        self._transports = [
+            httpx.AsyncHTTPTransport(
+                trust_env=False,
+                limits=httpx.Limits(
+                    max_connections=None,
+                    max_keepalive_connections=256 // POOLS,
+                    keepalive_expiry=60,
+                ),
+            )
+            for _ in range(POOLS)
+        ]
+        self._turn = 0
         self.is_closed = False
 
     async def send_chat(self, body: dict[str, Any]) -> httpx.Response:
@@ -60,13 +73,15 @@ class Upstream:
             content=orjson.dumps(body),
             extensions=self._extensions,
         )
-        response = await self._transport.handle_async_request(request)
+        self._turn = turn = (self._turn + 1) % POOLS
+        response = await self._transports[turn].handle_async_request(request)
         response.request = request
         return response
 
     async def aclose(self) -> None:
         self.is_closed = True
-        await self._transport.aclose()
+        for transport in self._transports:
+            await transport.aclose()
 
 
 _clients: dict[tuple[int, str, str], Upstream] = {}
