@@ -1,4 +1,4 @@
-"""HTTP to backends: one long-lived httpx transport per backend, kept alive.
+"""HTTP to backends: long-lived httpx transports per backend, kept alive.
 
 Requests go straight to httpx's ``AsyncHTTPTransport`` (its httpcore
 connection pool) rather than through ``AsyncClient.send``: the client's
