@@ -23,6 +23,7 @@ from django.conf import settings
 from pydantic import ValidationError
 
 from responses_api.auth import Caller, authenticate, key_from_headers
+from responses_api.backends.client import raw_chunks
 from responses_api.backends.failover import forward, plan_for
 from responses_api.catalog import ModelEntry, get_catalog
 from responses_api.draining import shutting_down
@@ -215,6 +216,11 @@ class Responder:
         self.exchange = exchange
         self.started = False
         self.finished = False
+        # Stream bytes queued by ``chunk_soon``, the callback that will write
+        # them, and the write under way.
+        self._queued: list[bytes] = []
+        self._flush: asyncio.Handle | None = None
+        self._writing: asyncio.Task[None] | None = None
 
     def base_headers(self) -> list[tuple[bytes, bytes]]:
         headers = [(b"x-request-id", self.exchange.request_id.encode())]
@@ -245,11 +251,61 @@ class Responder:
         await self._send({"type": "http.response.start", "status": 200, "headers": headers})
 
     async def chunk(self, data: bytes) -> None:
+        await self.drain()
         await self._send({"type": "http.response.body", "body": data, "more_body": True})
 
+    def chunk_soon(self, data: bytes) -> None:
+        """Queue stream bytes, written once the exchange next waits.
+
+        A backend read that holds many chat chunks yields them one by one
+        without suspending, so every event written at once would cost one
+        ``send`` (and one system call) per token. Queued bytes are written by
+        a callback that runs at the loop's next turn, i.e. when the relay
+        waits for the backend: one write per network read, not per token.
+        """
+        if not data:
+            return
+        self._queued.append(data)
+        if self._flush is None:
+            self._flush = asyncio.get_running_loop().call_soon(self._write_queued)
+
+    def _write_queued(self) -> None:
+        self._flush = None
+        if not self._queued or self.finished:
+            return
+        data = b"".join(self._queued)
+        self._queued.clear()
+        message = {"type": "http.response.body", "body": data, "more_body": True}
+        previous = self._writing
+        self._writing = asyncio.ensure_future(_write_after(previous, self._send, message))
+        self._writing.add_done_callback(_retrieve)
+
+    async def drain(self) -> None:
+        """Write what ``chunk_soon`` queued, so that later bytes follow it."""
+        if self._flush is not None:
+            self._flush.cancel()
+            self._write_queued()
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            await writing
+
     async def end_stream(self, data: bytes) -> None:
+        await self.drain()
         self.finished = True
         await self._send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+async def _write_after(previous: asyncio.Task[None] | None, send: Send, message: dict) -> None:
+    if previous is not None:
+        await previous
+    await send(message)
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    # A write that failed (client gone) is reported by ``drain`` or not at
+    # all; never as an unretrieved task exception.
+    if not task.cancelled():
+        task.exception()
 
 
 def scope_headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
@@ -582,7 +638,7 @@ async def _relay_stream(
     async def keepalive() -> None:
         await responder.chunk(writer.encode([translator.keepalive()]))
 
-    iterator = upstream.aiter_raw()
+    iterator = raw_chunks(upstream)
     try:
         data = await _first_bytes(iterator, keepalive)
         while data is not None:
@@ -595,7 +651,7 @@ async def _relay_stream(
                     await _send_now(responder, writer, events)
                     events = []
             if events:
-                await responder.chunk(writer.encode(events))
+                responder.chunk_soon(writer.encode(events))
             if reader.done:
                 break
             data = await _first_bytes(iterator, keepalive)
@@ -659,7 +715,7 @@ async def _relay_json(
     upstream: httpx.Response,
     plan: ChatPlan,
 ) -> None:
-    iterator = upstream.aiter_raw()
+    iterator = raw_chunks(upstream)
     try:
         data = await _first_bytes(iterator, None)
         while data is not None:

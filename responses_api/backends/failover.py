@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import httpx
 import orjson
 
-from responses_api.backends.client import chat_request, get_client
+from responses_api.backends.client import get_client
 from responses_api.backends.routing import Lease, OnWait, affinity_key, router
 from responses_api.catalog import ModelEntry, Route
 from responses_api.errors import ApiError
@@ -128,7 +128,7 @@ async def _attempt(
             exchange.notices.append(notice)
     http = get_client(backend.base_url, backend.api_key)
     try:
-        upstream = await http.send(chat_request(http, plan.body), stream=True)
+        upstream = await http.send_chat(plan.body)
     except _RETRYABLE as exc:
         if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
             await router.mark_suspect(backend.id)
