@@ -11,7 +11,10 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from console.forms import RANGES
+from responses_api.usage import EXPORT_COLUMNS
 
+# The usage log's export columns, with the organisation and key named for
+# people reading the file (the console's export leaves out internal ids).
 CSV_COLUMNS = (
     "request_id",
     "created_at",
@@ -19,27 +22,7 @@ CSV_COLUMNS = (
     "organisation__slug",
     "key_prefix",
     "api_key__name",
-    "model",
-    "backend_name",
-    "endpoint",
-    "method",
-    "stream",
-    "status",
-    "error_code",
-    "error_message",
-    "note",
-    "input_tokens",
-    "cached_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "cost",
-    "attempts",
-    "queue_wait_ms",
-    "ttft_ms",
-    "duration_ms",
-    "tokens_per_second",
-    "client_ip",
-    "user_agent",
+    *(c for c in EXPORT_COLUMNS[4:] if c not in {"backend_id", "notices"}),
 )
 CSV_HEADER = tuple(
     c.replace("organisation__slug", "organisation").replace("api_key__name", "key_name")
