@@ -361,9 +361,17 @@ class Router:
         lease_id = uuid.uuid4().hex
         started = time.monotonic()
         deadline = started + settings.SWITCHYARD_QUEUE_TIMEOUT
-        next_tick = started + settings.SWITCHYARD_KEEPALIVE_SECONDS
+        # Without a keep-alive to send, only the deadline bounds each wait.
+        next_tick = (
+            started + settings.SWITCHYARD_KEEPALIVE_SECONDS if on_wait is not None else deadline
+        )
         poll = POLL_MIN
+        task = asyncio.current_task()
         while (index := await state.claim(routes, preferred, lease_id)) is None:
+            if task is not None and task.cancelling():
+                # A cancellation (client gone) that a wait in this loop
+                # absorbed must still end the wait.
+                raise asyncio.CancelledError
             now = time.monotonic()
             if now >= deadline:
                 raise ApiError(
@@ -384,8 +392,12 @@ class Router:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(condition.wait(), timeout=timeout)
             poll = min(poll * 2, POLL_MAX)
+        lease = Lease(routes[index], queue_wait_ms=(time.monotonic() - started) * 1000, id=lease_id)
         in_flight_add(backend=routes[index].backend.name, delta=1)
-        return Lease(routes[index], queue_wait_ms=(time.monotonic() - started) * 1000, id=lease_id)
+        if task is not None and task.cancelling():
+            await self.release(lease)
+            raise asyncio.CancelledError
+        return lease
 
     async def release(self, lease: Lease) -> None:
         if lease.released:
