@@ -12,7 +12,20 @@ from django.core.validators import MinValueValidator
 from django.utils import timezone
 
 from accounts.models import Membership, Organisation
+from console.services import MODEL_FIELDS
 from responses_api.models import Backend, ServedModel
+
+
+def clean_request_id(value: str) -> str:
+    """A request id filter: empty, or a UUID in its canonical form."""
+    value = value.strip()
+    if not value:
+        return ""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError as exc:
+        raise forms.ValidationError("A request id is a UUID.") from exc
+
 
 ROLE_CHOICES = Membership.Role.choices
 
@@ -133,20 +146,7 @@ class ServedModelForm(forms.ModelForm):
 
     class Meta:
         model = ServedModel
-        fields = [
-            "public_id",
-            "aliases",
-            "context_window",
-            "max_output_tokens",
-            "default_max_output_tokens",
-            "temperature",
-            "top_p",
-            "supports_reasoning",
-            "supports_vision",
-            "price_input",
-            "price_cached_input",
-            "price_output",
-        ]
+        fields = list(MODEL_FIELDS)
         labels = {
             "public_id": "Model id",
             "default_max_output_tokens": "Default max output tokens",
@@ -291,13 +291,7 @@ class UsageFilterForm(forms.Form):
         ]
 
     def clean_request_id(self) -> str:
-        value = self.cleaned_data.get("request_id", "").strip()
-        if value:
-            try:
-                return str(uuid.UUID(value))
-            except ValueError as exc:
-                raise forms.ValidationError("A request id is a UUID.") from exc
-        return ""
+        return clean_request_id(self.cleaned_data.get("request_id", ""))
 
 
 # --- Members and settings ----------------------------------------------------

@@ -3,15 +3,13 @@ organisations."""
 
 from __future__ import annotations
 
-import uuid
-
 from django import forms
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from accounts.access import is_support, usage_for_support
 from accounts.models import Organisation
-from console.forms import STATUS_CHOICES
+from console.forms import STATUS_CHOICES, clean_request_id
 from console.usage import usage_filter
 from console.views.base import page_of, query_without_page
 
@@ -28,13 +26,7 @@ class SupportSearchForm(forms.Form):
         ]
 
     def clean_request_id(self) -> str:
-        value = self.cleaned_data.get("request_id", "").strip()
-        if value:
-            try:
-                return str(uuid.UUID(value))
-            except ValueError as exc:
-                raise forms.ValidationError("A request id is a UUID.") from exc
-        return ""
+        return clean_request_id(self.cleaned_data.get("request_id", ""))
 
 
 def support_page(request: HttpRequest) -> HttpResponse:
