@@ -1,16 +1,22 @@
-"""HTTP to backends: long-lived httpx transports per backend, kept alive.
+"""HTTP to backends: httpx requests and responses over aiohttp connections.
 
-Requests go straight to httpx's ``AsyncHTTPTransport`` (its httpcore
-connection pool) rather than through ``AsyncClient.send``: the client's
-per-request layers — URL merging and parsing in ``build_request``, auth and
-redirect handling, cookie extraction, event hooks, its own log line — cost
-about a third of a millisecond per call and do nothing for a backend call
-(one fixed URL, no cookies, no redirects followed). The URL, headers and
-timeouts are built once per backend. Environment proxies are not consulted
-(``trust_env`` off): backends are addressed directly.
+Each backend has one long-lived ``httpx_aiohttp.AiohttpTransport`` (the
+httpx transport the OpenAI SDK offers for the same reason), holding an
+``aiohttp`` connection pool with keep-alive. The relay deals only in httpx
+objects and exceptions; underneath, aiohttp's C parser decodes the chunked
+body and hands over everything that arrived in one read, where httpcore's
+pure-Python h11 produced one event per chunk, i.e. per token: the transport
+halved the CPU time per relayed token and cut a third off a non-streaming
+request (bench/README.md, optimisation 11).
 
-Transports live on the event loop that made them (httpcore pools are bound to
-one loop); a process normally has one loop, tests may have several.
+Requests go straight to the transport rather than through
+``AsyncClient.send``: the client's per-request layers (URL merging, auth and
+redirect handling, cookies, event hooks, its own log line) do nothing for a
+backend call. The URL, headers and timeouts are built once per backend.
+Environment proxies are not consulted: backends are addressed directly.
+
+Pools live on the event loop that made them; a process normally has one
+loop, tests may have several.
 """
 
 from __future__ import annotations
@@ -20,24 +26,23 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import httpx
 import orjson
 from django.conf import settings
-
-# Connection pools per backend (see ``Upstream.__init__``).
-POOLS = 8
+from httpx_aiohttp import AiohttpTransport
 
 
 class Upstream:
     """One backend's connection pool and its prepared request parts."""
 
-    __slots__ = ("_extensions", "_headers", "_transports", "_turn", "_url", "is_closed")
+    __slots__ = ("_extensions", "_headers", "_transport", "_url", "is_closed")
 
     def __init__(self, base_url: str, api_key: str) -> None:
         self._url = httpx.URL(base_url.rstrip("/") + "/chat/completions")
-        headers = [(b"content-type", b"application/json")]
+        headers = {"content-type": "application/json"}
         if api_key:
-            headers.append((b"authorization", f"Bearer {api_key}".encode()))
+            headers["authorization"] = f"Bearer {api_key}"
         self._headers = headers
         timeout = httpx.Timeout(
             connect=settings.SWITCHYARD_CONNECT_TIMEOUT,
@@ -46,22 +51,7 @@ class Upstream:
             pool=settings.SWITCHYARD_CONNECT_TIMEOUT,
         )
         self._extensions = {"timeout": timeout.as_dict()}
-        # Several small pools, taken in turn, rather than one large one:
-        # httpcore scans every connection of a pool (a readability check on
-        # each idle socket) whenever a request starts or a response closes,
-        # so one pool costs O(concurrent requests) per request.
-        self._transports = [
-            httpx.AsyncHTTPTransport(
-                trust_env=False,
-                limits=httpx.Limits(
-                    max_connections=None,
-                    max_keepalive_connections=256 // POOLS,
-                    keepalive_expiry=60,
-                ),
-            )
-            for _ in range(POOLS)
-        ]
-        self._turn = 0
+        self._transport = AiohttpTransport(client=_session)
         self.is_closed = False
 
     async def send_chat(self, body: dict[str, Any]) -> httpx.Response:
@@ -73,15 +63,42 @@ class Upstream:
             content=orjson.dumps(body),
             extensions=self._extensions,
         )
-        self._turn = turn = (self._turn + 1) % POOLS
-        response = await self._transports[turn].handle_async_request(request)
-        response.request = request
-        return response
+        try:
+            return await self._transport.handle_async_request(request)
+        except httpx.TransportError as exc:
+            raise _precise(exc) from exc.__cause__
 
     async def aclose(self) -> None:
         self.is_closed = True
-        for transport in self._transports:
-            await transport.aclose()
+        await self._transport.aclose()
+
+
+def _precise(exc: httpx.TransportError) -> httpx.TransportError:
+    """httpx's own class for what went wrong, from aiohttp's error.
+
+    The transport maps every connection-level aiohttp error to
+    ``ConnectTimeout`` and a connect timeout to a plain timeout; failover
+    (``backends/failover.py``) needs to tell a refused connection, a dropped
+    one and a timeout apart.
+    """
+    cause = exc.__cause__
+    message = str(cause or exc)
+    if isinstance(cause, aiohttp.ConnectionTimeoutError):
+        return httpx.ConnectTimeout(message)
+    if isinstance(cause, aiohttp.SocketTimeoutError):
+        return httpx.ReadTimeout(message)
+    if isinstance(cause, aiohttp.ClientConnectorError):
+        return httpx.ConnectError(message)
+    if isinstance(cause, aiohttp.ServerDisconnectedError):
+        return httpx.RemoteProtocolError(message)
+    if isinstance(cause, aiohttp.ClientOSError):
+        return httpx.ReadError(message)
+    return exc
+
+
+def _session() -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=60)
+    return aiohttp.ClientSession(connector=connector, trust_env=False)
 
 
 _clients: dict[tuple[int, str, str], Upstream] = {}
@@ -105,12 +122,15 @@ async def close_clients() -> None:
             await client.aclose()
 
 
-def raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+async def raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     """The response body's bytes as they arrive, undecoded.
 
     The same bytes as ``Response.aiter_raw()`` from the response's own
-    stream: ``aiter_raw`` enters a context manager and a re-chunker for each
-    chunk, and a chat stream is one chunk per token. httpcore errors are still
-    mapped to httpx's exceptions by the stream itself.
+    stream, without ``aiter_raw``'s context manager and re-chunker per
+    piece; errors are httpx's, as from ``send_chat``.
     """
-    return aiter(response.stream)
+    try:
+        async for data in response.stream:
+            yield data
+    except httpx.TransportError as exc:
+        raise _precise(exc) from exc.__cause__
