@@ -493,7 +493,7 @@ async def main_async(args) -> dict:
             [
                 sys.executable,
                 "-m",
-                "daphne",
+                "config.serve",
                 "-b",
                 "127.0.0.1",
                 "-p",

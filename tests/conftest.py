@@ -127,7 +127,7 @@ def start_daphne(env: dict[str, str] | None = None) -> Proc:
         [
             sys.executable,
             "-m",
-            "daphne",
+            "config.serve",
             "-b",
             "127.0.0.1",
             "-p",

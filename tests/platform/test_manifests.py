@@ -379,7 +379,7 @@ def test_web_probes(rendered):
             if header["name"].lower() == "host":
                 assert header["value"] in allowed, f"{probe} Host {header['value']!r}"
     command = container.get("command", []) + container.get("args", [])
-    assert command[0] == "daphne" and "--proxy-headers" in command
+    assert command[:3] == ["python", "-m", "config.serve"] and "--proxy-headers" in command
     assert "config.asgi:application" in command
     assert command[command.index("-p") + 1] == "8000"
 

@@ -44,7 +44,7 @@ class Command(BaseCommand):
                 [
                     sys.executable,
                     "-m",
-                    "daphne",
+                    "config.serve",
                     "-b",
                     host,
                     "-p",
