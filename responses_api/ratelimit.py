@@ -201,7 +201,7 @@ async def _admit_redis(scopes: list[Scope], window: int, estimate: int, lease_id
     for scope in scopes:
         keys.extend(_keys(scope, window))
         args += [scope.rpm, scope.tpm, scope.concurrency]
-    result = await redis_conn.async_client().eval(_ADMIT, len(keys), *keys, *args)
+    result = await redis_conn.run_script(_ADMIT, keys, args)
     index, kind = int(result[0]), result[1]
     numbers = [int(x) for x in result[2:]]
     used = [tuple(numbers[i : i + 3]) for i in range(0, len(numbers), 3)]

@@ -40,6 +40,21 @@ def async_client() -> Any:
     return client
 
 
+_scripts: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+async def run_script(source: str, keys: list[str], args: list[Any]) -> Any:
+    """Run a Lua script by its SHA1 (``EVALSHA``), loading it when the server
+    does not know it yet: ``EVAL`` would send and hash the whole script on
+    every request."""
+    client = async_client()
+    scripts = _scripts.setdefault(client, {})
+    script = scripts.get(source)
+    if script is None:
+        script = scripts[source] = client.register_script(source)
+    return await script(keys=keys, args=args)
+
+
 def sync_client() -> Any:
     import redis
 
