@@ -1,5 +1,6 @@
 """ASGI entry point: the API on Channels consumers, everything else on Django."""
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -27,3 +28,8 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+# Everything loaded so far lives as long as the process: move it out of the
+# cyclic collector's sight, so that collections triggered by requests' short-
+# lived objects don't traverse Django's and every library's module state.
+gc.freeze()

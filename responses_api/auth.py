@@ -94,20 +94,32 @@ def _load(key_hash: str) -> Caller | None:
     )
 
 
+def cached_caller(raw: str | None) -> Caller | None:
+    """The caller for ``raw`` from the cache, or None when the database must
+    be asked. Raises the 401 for a malformed key and for a cached refusal, so
+    the common case needs no await at all."""
+    if not raw or not looks_like_key(raw):
+        raise unauthorized()
+    hit = _cache.get(hash_key(raw))
+    if hit is None or hit[0] <= time.monotonic():
+        return None
+    return _checked(hit[1])
+
+
 async def authenticate(raw: str | None) -> Caller:
     from asgiref.sync import sync_to_async
 
-    if not raw or not looks_like_key(raw):
-        raise unauthorized()
-    key_hash = hash_key(raw)
-    now = time.monotonic()
-    hit = _cache.get(key_hash)
-    if hit is not None and hit[0] > now:
-        caller = hit[1]
-    else:
-        caller = await sync_to_async(_load)(key_hash)
-        ttl = settings.SWITCHYARD_AUTH_CACHE_SECONDS if caller else _NEGATIVE_TTL
-        _cache[key_hash] = (now + ttl, caller)
+    caller = cached_caller(raw)
+    if caller is not None:
+        return caller
+    key_hash = hash_key(raw or "")
+    loaded = await sync_to_async(_load)(key_hash)
+    ttl = settings.SWITCHYARD_AUTH_CACHE_SECONDS if loaded else _NEGATIVE_TTL
+    _cache[key_hash] = (time.monotonic() + ttl, loaded)
+    return _checked(loaded)
+
+
+def _checked(caller: Caller | None) -> Caller:
     if caller is None:
         raise unauthorized()
     if caller.expires_at is not None and caller.expires_at <= timezone.now():

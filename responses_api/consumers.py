@@ -2,18 +2,17 @@
 
 ``AsyncHttpConsumer`` awaits its handler before it reads the next ASGI
 message, so a disconnect during a long stream would go unseen (channels
-#1249). Here the exchange runs as a task while the consumer keeps listening:
-``http.disconnect`` cancels the task if the response is still being written
-— aborting the upstream request at once — and otherwise lets it finish its
-cleanup (daphne also sends ``http.disconnect`` after a complete response).
-The task is registered with ``draining.drain`` so that a SIGTERM lets it
-finish, or ends it at the shutdown deadline.
+#1249). Here a listener task keeps reading while the exchange runs:
+``http.disconnect`` cancels the exchange if the response is still being
+written — aborting the upstream request at once — and otherwise lets it
+finish its cleanup (daphne also sends ``http.disconnect`` after a complete
+response). The exchange's task is registered with ``draining.drain`` so that
+a SIGTERM lets it finish, or ends it at the shutdown deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 
 from channels.generic.http import AsyncHttpConsumer
@@ -66,26 +65,29 @@ class ApiConsumer(AsyncHttpConsumer):
             # Not admitted (so no usage row): the client retries elsewhere.
             await responder.error(shutting_down())
             return
-        task = asyncio.ensure_future(endpoints.dispatch(scope, route, body, responder, exchange))
+        task = asyncio.current_task()
+        assert task is not None
         drain.track(task, exchange)
-        listener = asyncio.ensure_future(receive())
+        listener = asyncio.ensure_future(_watch(receive, responder, task))
         try:
-            while True:
-                done, _ = await asyncio.wait({task, listener}, return_when=asyncio.FIRST_COMPLETED)
-                if task in done:
-                    break
-                message = listener.result()
-                if message["type"] == "http.disconnect":
-                    if not responder.finished:
-                        task.cancel()
-                    break
-                listener = asyncio.ensure_future(receive())
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await endpoints.dispatch(scope, route, body, responder, exchange)
+        except asyncio.CancelledError:
+            # The exchange has ended as a 499 (and written its row); the
+            # cancellation was ours unless the server cancelled us.
+            if not (listener.done() and listener.result()):
+                raise
         finally:
-            if not listener.done():
-                listener.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            listener.cancel()
+
+
+async def _watch(receive, responder: Responder, task: asyncio.Task) -> bool:
+    """Cancel the exchange when the client disconnects before its response
+    is complete; True when it did. The exchange runs in the consumer's own
+    task, so a request costs one extra task (this one), not two."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            if responder.finished:
+                return False
+            task.cancel()
+            return True

@@ -60,6 +60,7 @@ class Drain:
 
     async def run(self, *, grace: float) -> None:
         """Drain: wait up to ``grace`` seconds, end what is left, flush the usage rows."""
+        from responses_api.backends.client import close_clients
         from responses_api.metrics import process_exit
         from responses_api.usage import sink
 
@@ -80,6 +81,7 @@ class Drain:
             await sink.flush()
         except Exception:
             log.exception("usage rows could not be flushed at shutdown")
+        await close_clients()
         process_exit()
         log.warning(
             "drained in %.1f s; %d exchange(s) ended at the deadline",

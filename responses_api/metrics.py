@@ -71,34 +71,69 @@ IN_FLIGHT = Gauge(
 )
 
 
+class _Series:
+    """The labelled series of one (model, backend) pair, looked up once:
+    ``labels()`` takes a lock and builds a key per call."""
+
+    __slots__ = ("duration", "queue_wait", "requests", "tokens", "ttft")
+
+    def __init__(self, model: str, backend: str) -> None:
+        self.requests: dict[int, Any] = {}
+        kinds = ("input", "cached", "output", "reasoning")
+        self.tokens = tuple(TOKENS.labels(model, backend, kind) for kind in kinds)
+        self.ttft = TIME_TO_FIRST_TOKEN.labels(model, backend)
+        self.duration = (
+            DURATION.labels(model, backend, "false"),
+            DURATION.labels(model, backend, "true"),
+        )
+        self.queue_wait = QUEUE_WAIT.labels(model)
+
+
+_series: dict[tuple[str, str], _Series] = {}
+# Model names in rows come from requests (an unknown model is a 404 row too):
+# bound the lookup table; the series themselves live in the registry.
+_SERIES_CACHED = 1000
+
+
 def request_observe(*, row: dict[str, Any]) -> None:
     """Record one finished request from its usage row."""
     model = row.get("model") or ""
     backend = row.get("backend_name") or ""
+    series = _series.get((model, backend))
+    if series is None:
+        if len(_series) >= _SERIES_CACHED:
+            _series.clear()
+        series = _series[(model, backend)] = _Series(model, backend)
     status = int(row.get("status") or 0)
-    REQUESTS.labels(model, backend, str(status)).inc()
-    for kind, field in (
-        ("input", "input_tokens"),
-        ("cached", "cached_tokens"),
-        ("output", "output_tokens"),
-        ("reasoning", "reasoning_tokens"),
+    counter = series.requests.get(status)
+    if counter is None:
+        counter = series.requests[status] = REQUESTS.labels(model, backend, str(status))
+    counter.inc()
+    for child, field in zip(
+        series.tokens,
+        ("input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens"),
+        strict=True,
     ):
         if row.get(field):
-            TOKENS.labels(model, backend, kind).inc(row[field])
+            child.inc(row[field])
     if row.get("ttft_ms") is not None:
-        TIME_TO_FIRST_TOKEN.labels(model, backend).observe(row["ttft_ms"] / 1000)
+        series.ttft.observe(row["ttft_ms"] / 1000)
     if row.get("duration_ms") is not None:
-        DURATION.labels(model, backend, "true" if row.get("stream") else "false").observe(
-            row["duration_ms"] / 1000
-        )
+        series.duration[bool(row.get("stream"))].observe(row["duration_ms"] / 1000)
     if row.get("queue_wait_ms") is not None:
-        QUEUE_WAIT.labels(model).observe(row["queue_wait_ms"] / 1000)
+        series.queue_wait.observe(row["queue_wait_ms"] / 1000)
     if status == 429:
         RATE_LIMITED.labels(model, row.get("error_code") or "").inc()
 
 
+_in_flight: dict[str, Any] = {}
+
+
 def in_flight_add(*, backend: str, delta: int) -> None:
-    IN_FLIGHT.labels(backend).inc(delta)
+    gauge = _in_flight.get(backend)
+    if gauge is None:
+        gauge = _in_flight[backend] = IN_FLIGHT.labels(backend)
+    gauge.inc(delta)
 
 
 class BackendHealthCollector:

@@ -22,7 +22,7 @@ import orjson
 from django.conf import settings
 from pydantic import ValidationError
 
-from responses_api.auth import Caller, authenticate, key_from_headers
+from responses_api.auth import Caller, authenticate, cached_caller, key_from_headers
 from responses_api.backends.client import raw_chunks
 from responses_api.backends.failover import forward, plan_for
 from responses_api.catalog import ModelEntry, get_catalog
@@ -177,8 +177,10 @@ class Exchange:
             return
         self.submitted = True
         row = self.row()
-        # Shielded: a disconnect arriving now must not cut the row off half-sent.
-        await asyncio.shield(sink.submit(row))
+        appending = sink.submit(row)
+        if appending is not None:
+            # Shielded: a disconnect arriving now must not cut the row off half-sent.
+            await asyncio.shield(appending)
         request_observe(row=row)
         log.info(
             "request",
@@ -231,7 +233,15 @@ class Responder:
         return headers
 
     async def json(self, status: int, body: bytes, extra: list[tuple[bytes, bytes]] = ()) -> None:
-        headers = [(b"content-type", JSON), *self.base_headers(), *extra]
+        # A length lets the server send the answer in one write: without one,
+        # daphne (Twisted) frames it as chunked and writes the terminating
+        # chunk separately, a second system call per request.
+        headers = [
+            (b"content-type", JSON),
+            (b"content-length", b"%d" % len(body)),
+            *self.base_headers(),
+            *extra,
+        ]
         self.started = True
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
         self.finished = True
@@ -351,16 +361,10 @@ async def serve(
     client = scope.get("client")
     exchange.client_ip = client[0] if client else None
     exchange.user_agent = headers.get(b"user-agent", b"").decode("latin-1")[:300]
-    auth = asyncio.ensure_future(authenticate(key_from_headers(headers)))
+    raw_key = key_from_headers(headers)
     try:
         try:
-            # Shielded: a client gone while its key is checked still leaves a
-            # 499 row when the key is valid (below, in ``finally``).
-            exchange.caller = await asyncio.shield(auth)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                exchange.caller = await auth
-            raise
+            exchange.caller = cached_caller(raw_key) or await _authenticate(exchange, raw_key)
         except ApiError as error:
             await responder.error(error)  # unauthenticated: no usage row
             return
@@ -404,6 +408,19 @@ async def serve(
         if not exchange.submitted:
             # Shielded: the row must be written even while being cancelled.
             await asyncio.shield(exchange.submit())
+
+
+async def _authenticate(exchange: Exchange, raw_key: str | None) -> Caller:
+    """A key the cache does not know, checked in the database. Shielded: a
+    client gone while its key is checked still leaves a 499 row when the key
+    is valid (``serve``'s ``finally``)."""
+    auth = asyncio.ensure_future(authenticate(raw_key))
+    try:
+        return await asyncio.shield(auth)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            exchange.caller = await auth
+        raise
 
 
 async def _handle(
@@ -464,6 +481,7 @@ async def _handle(
             relay=lambda plan, upstream: _relay(
                 exchange, responder, request, plan, upstream, store
             ),
+            planned=preview,
         )
     finally:
         if admission is not None:
@@ -645,6 +663,8 @@ async def _relay_stream(
             events = []
             for chunk in reader.feed(data):
                 if "error" in chunk and not chunk.get("choices"):
+                    # The tokens read with the error still reach the client.
+                    responder.chunk_soon(writer.encode(events))
                     raise _StreamError(chunk["error"])
                 events.extend(translator.feed(chunk))
                 if translator.first_token_at is not None and not writer.delta_sent:

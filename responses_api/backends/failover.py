@@ -49,10 +49,12 @@ async def forward(
     pinned: str | None,
     on_wait: OnWait | None,
     relay: Relay,
+    planned: ChatPlan | None = None,
 ) -> None:
     """Lease a backend and ``relay`` its answer. Until a backend has answered,
     a failure is retried on another eligible one (SPEC §5), at most
-    ``MAX_ATTEMPTS`` tries; a pinned request is never moved."""
+    ``MAX_ATTEMPTS`` tries; a pinned request is never moved. ``planned`` is
+    the request already translated for the model's first route."""
     pinned_id = pinned
     affinity = affinity_key(
         organisation_id=exchange.caller.organisation_id if exchange.caller else 0,
@@ -83,9 +85,11 @@ async def forward(
             raise
         exchange.queue_wait_ms = (exchange.queue_wait_ms or 0.0) + lease.queue_wait_ms
         try:
-            last_error = await _attempt(exchange, request, model, lease, affinity, relay)
+            plan = planned if planned is not None and lease.route is model.routes[0] else None
+            last_error = await _attempt(exchange, request, model, lease, affinity, relay, plan)
         finally:
-            await asyncio.shield(router.release(lease))
+            if not router.release_nowait(lease):
+                await asyncio.shield(router.release(lease))
         if last_error is None:
             return
         tried.add(lease.route.backend.id)
@@ -114,6 +118,7 @@ async def _attempt(
     lease: Lease,
     affinity: str | None,
     relay: Relay,
+    plan: ChatPlan | None,
 ) -> ApiError | None:
     """One try on the leased backend: None when it answered (the exchange is
     done), or the error to fail over from when it failed before answering."""
@@ -122,7 +127,7 @@ async def _attempt(
     exchange.attempts += 1
     exchange.backend_id, exchange.backend_name = backend.id, backend.name
     exchange.backend_version = backend.version
-    plan = plan_for(request, model, route)
+    plan = plan or plan_for(request, model, route)
     for notice in plan.notices:
         if notice not in exchange.notices:
             exchange.notices.append(notice)
@@ -148,7 +153,10 @@ async def _attempt(
         if upstream.status_code >= 400:
             await upstream.aread()
             raise upstream_error(upstream, backend.name)
-        await router.remember(affinity, backend.id)
+        if not lease.affine:
+            # Remembered for AFFINITY_SECONDS from the first answer; a
+            # conversation longer than that is placed afresh once.
+            await router.remember(affinity, backend.id)
         await relay(plan, upstream)
         return None
     finally:

@@ -60,6 +60,8 @@ class Lease:
     queue_wait_ms: float
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     released: bool = False
+    # The conversation's remembered backend was chosen: nothing to remember.
+    affine: bool = False
 
 
 def affinity_key(
@@ -143,6 +145,9 @@ class LocalState:
         return index
 
     async def release(self, backend_id: str, lease_id: str) -> None:
+        self.release_now(backend_id)
+
+    def release_now(self, backend_id: str) -> None:
         self.in_flight[backend_id] = max(self.in_flight.get(backend_id, 1) - 1, 0)
 
     async def mark_suspect(self, backend_id: str) -> None:
@@ -220,11 +225,7 @@ def _affinity_key(key: str) -> str:
 class RedisState:
     """Routing state shared by every web process through Redis."""
 
-    def __init__(self) -> None:
-        self._script: Any = None
-
     async def claim(self, routes: Sequence[Route], preferred: int | None, lease_id: str):
-        client = redis_conn.async_client()
         keys: list[str] = []
         for route in routes:
             keys += [_inflight_key(route.backend.id), _suspect_key(route.backend.id)]
@@ -232,7 +233,7 @@ class RedisState:
         first = (preferred + 1) if preferred is not None else 0
         args = [now, redis_conn.leases.expiry(now), lease_id, first]
         args += [random.getrandbits(30), *(r.backend.max_concurrency for r in routes)]
-        choice = int(await client.eval(_CLAIM, len(keys), *keys, *args))
+        choice = int(await redis_conn.run_script(_CLAIM, keys, args))
         if not choice:
             return None
         redis_conn.leases.hold(keys[2 * choice - 2], lease_id)
@@ -289,7 +290,9 @@ class Router:
     def __init__(self) -> None:
         self.local = LocalState()
         self._redis = RedisState()
-        self._freed: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Condition] = (
+        # Per loop, the event that the next release sets (a new one after
+        # each release): waiters wake without a lock to take.
+        self._freed: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Event] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -297,12 +300,18 @@ class Router:
     def state(self) -> LocalState | RedisState:
         return self._redis if redis_conn.enabled() else self.local
 
-    def _condition(self) -> asyncio.Condition:
+    def _next_release(self) -> asyncio.Event:
         loop = asyncio.get_running_loop()
-        condition = self._freed.get(loop)
-        if condition is None:
-            condition = self._freed[loop] = asyncio.Condition()
-        return condition
+        event = self._freed.get(loop)
+        if event is None:
+            event = self._freed[loop] = asyncio.Event()
+        return event
+
+    def _wake_waiters(self) -> None:
+        # Each waiter re-checks its own backends.
+        event = self._freed.pop(asyncio.get_running_loop(), None)
+        if event is not None:
+            event.set()
 
     def candidates(
         self, model: ModelEntry, *, pinned: str | None, exclude: set[str]
@@ -387,12 +396,15 @@ class Router:
             # A release in this process wakes the waiters at once; releases in
             # other processes are seen by polling.
             timeout = min(poll, max(deadline - now, 0.0), max(next_tick - now, 0.0))
-            condition = self._condition()
-            async with condition:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(condition.wait(), timeout=timeout)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._next_release().wait(), timeout=timeout)
             poll = min(poll * 2, POLL_MAX)
-        lease = Lease(routes[index], queue_wait_ms=(time.monotonic() - started) * 1000, id=lease_id)
+        lease = Lease(
+            routes[index],
+            queue_wait_ms=(time.monotonic() - started) * 1000,
+            id=lease_id,
+            affine=index == preferred,
+        )
         in_flight_add(backend=routes[index].backend.name, delta=1)
         if task is not None and task.cancelling():
             await self.release(lease)
@@ -400,16 +412,28 @@ class Router:
         return lease
 
     async def release(self, lease: Lease) -> None:
-        if lease.released:
+        if self.release_nowait(lease):
             return
         lease.released = True
         in_flight_add(backend=lease.route.backend.name, delta=-1)
         try:
             await self.state.release(lease.route.backend.id, lease.id)
         finally:
-            condition = self._condition()
-            async with condition:
-                condition.notify_all()  # each waiter re-checks its own backends
+            self._wake_waiters()
+
+    def release_nowait(self, lease: Lease) -> bool:
+        """Release without awaiting when nothing needs to (a lease already
+        released, or the process's own counts); False when ``release`` must
+        be awaited (Redis)."""
+        if lease.released:
+            return True
+        if redis_conn.enabled():
+            return False
+        lease.released = True
+        in_flight_add(backend=lease.route.backend.name, delta=-1)
+        self.local.release_now(lease.route.backend.id)
+        self._wake_waiters()
+        return True
 
     async def mark_suspect(self, backend_id: str) -> None:
         await self.state.mark_suspect(backend_id)
