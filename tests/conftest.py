@@ -120,7 +120,8 @@ USAGE_STREAM = f"switchyard:usage:test:{uuid.uuid4().hex[:8]}"
 os.environ["SWITCHYARD_USAGE_STREAM"] = USAGE_STREAM
 
 
-def start_daphne(env: dict[str, str] | None = None) -> Proc:
+def start_daphne(env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> Proc:
+    """A web process as deployed: daphne through ``python -m config.serve``."""
     port = free_port()
     log = _log_path("daphne")
     process = subprocess.Popen(
@@ -132,6 +133,7 @@ def start_daphne(env: dict[str, str] | None = None) -> Proc:
             "127.0.0.1",
             "-p",
             str(port),
+            *args,
             "config.asgi:application",
         ],
         cwd=ROOT,
