@@ -23,7 +23,7 @@ from django.conf import settings
 from pydantic import ValidationError
 
 from responses_api.auth import Caller, authenticate, cached_caller, key_from_headers
-from responses_api.backends.client import raw_chunks
+from responses_api.backends.client import precise_error, raw_chunks
 from responses_api.backends.failover import forward, plan_for
 from responses_api.catalog import ModelEntry, get_catalog
 from responses_api.draining import shutting_down
@@ -218,11 +218,6 @@ class Responder:
         self.exchange = exchange
         self.started = False
         self.finished = False
-        # Stream bytes queued by ``chunk_soon``, the callback that will write
-        # them, and the write under way.
-        self._queued: list[bytes] = []
-        self._flush: asyncio.Handle | None = None
-        self._writing: asyncio.Task[None] | None = None
 
     def base_headers(self) -> list[tuple[bytes, bytes]]:
         headers = [(b"x-request-id", self.exchange.request_id.encode())]
@@ -261,61 +256,13 @@ class Responder:
         await self._send({"type": "http.response.start", "status": 200, "headers": headers})
 
     async def chunk(self, data: bytes) -> None:
-        await self.drain()
+        """Write stream bytes. The relay writes once per backend read (every
+        event that read produced), not once per event."""
         await self._send({"type": "http.response.body", "body": data, "more_body": True})
 
-    def chunk_soon(self, data: bytes) -> None:
-        """Queue stream bytes, written once the exchange next waits.
-
-        A backend read that holds many chat chunks yields them one by one
-        without suspending, so every event written at once would cost one
-        ``send`` (and one system call) per token. Queued bytes are written by
-        a callback that runs at the loop's next turn, i.e. when the relay
-        waits for the backend: one write per network read, not per token.
-        """
-        if not data:
-            return
-        self._queued.append(data)
-        if self._flush is None:
-            self._flush = asyncio.get_running_loop().call_soon(self._write_queued)
-
-    def _write_queued(self) -> None:
-        self._flush = None
-        if not self._queued or self.finished:
-            return
-        data = b"".join(self._queued)
-        self._queued.clear()
-        message = {"type": "http.response.body", "body": data, "more_body": True}
-        previous = self._writing
-        self._writing = asyncio.ensure_future(_write_after(previous, self._send, message))
-        self._writing.add_done_callback(_retrieve)
-
-    async def drain(self) -> None:
-        """Write what ``chunk_soon`` queued, so that later bytes follow it."""
-        if self._flush is not None:
-            self._flush.cancel()
-            self._write_queued()
-        writing, self._writing = self._writing, None
-        if writing is not None:
-            await writing
-
     async def end_stream(self, data: bytes) -> None:
-        await self.drain()
         self.finished = True
         await self._send({"type": "http.response.body", "body": data, "more_body": False})
-
-
-async def _write_after(previous: asyncio.Task[None] | None, send: Send, message: dict) -> None:
-    if previous is not None:
-        await previous
-    await send(message)
-
-
-def _retrieve(task: asyncio.Task[None]) -> None:
-    # A write that failed (client gone) is reported by ``drain`` or not at
-    # all; never as an unretrieved task exception.
-    if not task.cancelled():
-        task.exception()
 
 
 def scope_headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
@@ -587,34 +534,39 @@ def _budget_notice(exchange: Exchange, translator: StreamTranslator, plan: ChatP
         )
 
 
-async def _first_bytes(iterator, on_wait: Callable[[], Awaitable[None]] | None) -> bytes | None:
-    """Wait for the backend's next bytes, calling ``on_wait`` every keep-alive
-    interval while none come (clients such as Codex reset idle timers only on
-    events, SPEC §4.6).
+class _Idle:
+    """Calls ``on_idle`` whenever ``interval`` seconds pass without a
+    :meth:`touch`: a stream whose backend is silent repeats
+    ``response.in_progress`` (clients such as Codex reset idle timers only on
+    events, SPEC §4.6). One timer per stream, re-armed from the last touch,
+    so a read costs an attribute write, not a timer."""
 
-    The read is awaited directly; a timer starts ``on_wait`` only when an
-    interval passes, so a prompt backend costs no task and no ``asyncio.wait``.
-    """
-    if on_wait is None:
-        return await anext(iterator, None)
-    loop = asyncio.get_running_loop()
-    interval = settings.SWITCHYARD_KEEPALIVE_SECONDS
-    waits: list[asyncio.Task[None]] = []
+    __slots__ = ("_handle", "_loop", "interval", "last", "on_idle", "pending")
 
-    def tick() -> None:
-        nonlocal timer
-        waits.append(loop.create_task(on_wait()))
-        timer = loop.call_later(interval, tick)
+    def __init__(self, interval: float, on_idle: Callable[[], Awaitable[None]]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.interval = interval
+        self.on_idle = on_idle
+        self.pending: list[asyncio.Task[None]] = []
+        self.last = self._loop.time()
+        self._handle = self._loop.call_at(self.last + interval, self._check)
 
-    timer = loop.call_later(interval, tick)
-    try:
-        return await anext(iterator, None)
-    finally:
-        timer.cancel()
-        if waits:
-            # Let keep-alives already under way finish writing, so that events
-            # never interleave.
-            await asyncio.gather(*waits, return_exceptions=True)
+    def touch(self) -> None:
+        self.last = self._loop.time()
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        if now - self.last >= self.interval:
+            self.pending.append(self._loop.create_task(self.on_idle()))
+            self.last = now
+        self._handle = self._loop.call_at(self.last + self.interval, self._check)
+
+    async def stop(self) -> None:
+        """No more keep-alives; those already under way finish writing first,
+        so that the stream's last events follow them."""
+        self._handle.cancel()
+        if self.pending:
+            await asyncio.gather(*self.pending, return_exceptions=True)
 
 
 async def _finish_upstream(iterator) -> None:
@@ -631,12 +583,10 @@ async def _finish_upstream(iterator) -> None:
 async def _send_now(responder: Responder, writer: EventWriter, events: list) -> None:
     """Send the first text delta at once. One read from a fast backend can
     hold the whole answer; translating all of it before the first write
-    would hold the first token back. Two loop turns let the server's
-    writer run (daphne writes from the loop, not in ``send``)."""
+    would hold the first token back. (``config.serve`` makes daphne send a
+    write at once rather than from the loop's next turn.)"""
     writer.delta_sent = True
     await responder.chunk(writer.encode(events))
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
 
 
 async def _relay_stream(
@@ -657,24 +607,30 @@ async def _relay_stream(
         await responder.chunk(writer.encode([translator.keepalive()]))
 
     iterator = raw_chunks(upstream)
+    idle = _Idle(settings.SWITCHYARD_KEEPALIVE_SECONDS, keepalive)
     try:
-        data = await _first_bytes(iterator, keepalive)
-        while data is not None:
-            events = []
-            for chunk in reader.feed(data):
-                if "error" in chunk and not chunk.get("choices"):
-                    # The tokens read with the error still reach the client.
-                    responder.chunk_soon(writer.encode(events))
-                    raise _StreamError(chunk["error"])
-                events.extend(translator.feed(chunk))
-                if translator.first_token_at is not None and not writer.delta_sent:
-                    await _send_now(responder, writer, events)
-                    events = []
-            if events:
-                responder.chunk_soon(writer.encode(events))
-            if reader.done:
-                break
-            data = await _first_bytes(iterator, keepalive)
+        try:
+            data = await anext(iterator, None)
+            while data is not None:
+                idle.touch()
+                events = []
+                for chunk in reader.feed(data):
+                    if "error" in chunk and not chunk.get("choices"):
+                        if events:  # the tokens read with the error still reach the client
+                            await responder.chunk(writer.encode(events))
+                        raise _StreamError(chunk["error"])
+                    events.extend(translator.feed(chunk))
+                    if translator.first_token_at is not None and not writer.delta_sent:
+                        await _send_now(responder, writer, events)
+                        events = []
+                # One write for everything this read produced.
+                if events:
+                    await responder.chunk(writer.encode(events))
+                if reader.done:
+                    break
+                data = await anext(iterator, None)
+        finally:
+            await idle.stop()
     except (_StreamError, UpstreamProtocolError, httpx.HTTPError) as exc:
         code, message = _failure(exc)
         exchange.take_usage(translator)
@@ -724,7 +680,8 @@ def _failure(exc: Exception) -> tuple[str, str]:
         return "server_error", message
     if isinstance(exc, UpstreamProtocolError):
         return "server_error", str(exc)
-    return "server_error", f"The backend connection failed mid-stream ({type(exc).__name__})."
+    name = type(precise_error(exc) if isinstance(exc, httpx.TransportError) else exc).__name__
+    return "server_error", f"The backend connection failed mid-stream ({name})."
 
 
 async def _relay_json(
@@ -737,7 +694,7 @@ async def _relay_json(
 ) -> None:
     iterator = raw_chunks(upstream)
     try:
-        data = await _first_bytes(iterator, None)
+        data = await anext(iterator, None)
         while data is not None:
             for chunk in reader.feed(data):
                 if "error" in chunk and not chunk.get("choices"):
