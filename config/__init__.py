@@ -1,3 +1,3 @@
-from .celery import app as celery_app
-
-__all__ = ("celery_app",)
+"""Django project package. Celery's app is ``config.celery`` (``celery -A
+config`` finds it there); web processes never import it: they queue no
+tasks, and Celery would add 10 MB to each of them."""

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from responses_api.errors import ApiError
+from responses_api.memory import BurstWatch
 
 if TYPE_CHECKING:
     from responses_api.relay import Exchange
@@ -48,13 +49,16 @@ class Drain:
         self.draining = False
         self.exchanges: dict[asyncio.Task[None], Exchange] = {}
         self._idle: asyncio.Event | None = None
+        self._bursts = BurstWatch()
 
     def track(self, task: asyncio.Task[None], exchange: Exchange) -> None:
         self.exchanges[task] = exchange
+        self._bursts.started()
         task.add_done_callback(self._forget)
 
     def _forget(self, task: asyncio.Task[None]) -> None:
-        self.exchanges.pop(task, None)
+        if self.exchanges.pop(task, None) is not None:
+            self._bursts.ended()
         if not self.exchanges and self._idle is not None:
             self._idle.set()
 

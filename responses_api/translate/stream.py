@@ -46,6 +46,17 @@ class _Item:
     streamed: list[str] = field(default_factory=list)
 
 
+def _append(parts: list[str], text: str) -> None:
+    """Keep a text that grows by deltas as a few strings, not one per token:
+    a thousand long streams held ~300 small strings each (about 15 MB)."""
+    parts.append(text)
+    if len(parts) >= _JOIN_EVERY:
+        parts[:] = ["".join(parts)]
+
+
+_JOIN_EVERY = 64
+
+
 @dataclass(slots=True)
 class Usage:
     input_tokens: int = 0
@@ -148,7 +159,7 @@ class StreamTranslator:
             self.open_text = item
         if kind == "reasoning":
             self.reasoning_deltas += 1
-        item.text.append(text)
+        _append(item.text, text)
         events.append(
             {
                 "type": "response.output_text.delta"
@@ -215,7 +226,7 @@ class StreamTranslator:
         arguments = function.get("arguments")
         if arguments:
             self._mark_token()
-            item.text.append(arguments)
+            _append(item.text, arguments)
             if item.kind == "function_call":
                 events.append(
                     {
