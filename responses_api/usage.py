@@ -177,36 +177,43 @@ _ROW_ERRORS = (IntegrityError, DataError, ValueError, TypeError, ValidationError
 
 
 def write_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Insert rows (idempotent on request_id) and touch their keys' last use.
+    """Insert rows (idempotent on request_id) and touch their keys' last use,
+    in one transaction: once a row is visible, its writer is done with it.
 
     Returns the rows that cannot be inserted (poison rows); a database that
     is down raises instead, so the caller keeps the rows and retries."""
-    from accounts.models import ApiKey
-
     if not rows:
         return []
-    rejected: list[dict[str, Any]] = []
     try:
         with transaction.atomic():
             insert_rows(rows)
+            _touch_keys(rows)
+        return []
     except _ROW_ERRORS:
-        # One bad row must not hold the others back: insert one by one.
-        for row in rows:
-            try:
-                with transaction.atomic():
-                    insert_rows([row])
-            except _ROW_ERRORS as exc:
-                log.error("usage row %s rejected: %s", row.get("request_id"), type(exc).__name__)
-                rejected.append(row)
-    with transaction.atomic():
-        last_use: dict[str, float] = {}
-        for r in rows:
-            key = r.get("api_key_id")
-            if key and r not in rejected:
-                last_use[key] = max(last_use.get(key, 0.0), float(r.get("created_at") or 0))
-        for key, stamp in last_use.items():
-            ApiKey.objects.filter(pk=key).update(last_used_at=datetime.fromtimestamp(stamp, tz=UTC))
+        pass
+    # One bad row must not hold the others back: one transaction per row.
+    rejected: list[dict[str, Any]] = []
+    for row in rows:
+        try:
+            with transaction.atomic():
+                insert_rows([row])
+                _touch_keys([row])
+        except _ROW_ERRORS as exc:
+            log.error("usage row %s rejected: %s", row.get("request_id"), type(exc).__name__)
+            rejected.append(row)
     return rejected
+
+
+def _touch_keys(rows: list[dict[str, Any]]) -> None:
+    from accounts.models import ApiKey
+
+    last_use: dict[str, float] = {}
+    for row in rows:
+        key = row.get("api_key_id")
+        if key:
+            last_use[key] = max(last_use.get(key, 0.0), float(row.get("created_at") or 0))
+    for key, stamp in last_use.items():
+        ApiKey.objects.filter(pk=key).update(last_used_at=datetime.fromtimestamp(stamp, tz=UTC))
 
 
 # --- Redis stream ------------------------------------------------------------
