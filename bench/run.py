@@ -579,6 +579,9 @@ async def main_async(args) -> dict:
                 flush=True,
             )
 
+        # Once the last exchanges have ended (their usage rows, the memory
+        # given back after a burst: responses_api/memory.py).
+        await asyncio.sleep(2.0)
         gateway_memory = memory_mb(daphne.pid)
         rows = 0
         deadline = time.monotonic() + 30

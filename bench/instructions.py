@@ -1,0 +1,150 @@
+"""Instructions per request in the gateway, counted by valgrind's callgrind.
+
+    python bench/instructions.py [--requests 100] [--streams 20] [--paced 3]
+
+CPU time moves by ±20 % between runs on a shared machine; the number of
+instructions a request executes does not (±0.3 % here, with
+``PYTHONHASHSEED`` fixed). This starts the fake backend and one gateway
+process under ``valgrind --tool=callgrind`` with instrumentation off, warms
+it up, then counts the instructions of N non-streaming requests, of M
+200-token streams and of a few 200-token streams paced at 50 tokens/s (one
+backend read per token), at concurrency 1, per thread: thread 1 is the event loop
+(the request path), thread 2 the usage writer. It compares code versions;
+it is not a time: an instruction of C costs less than one of Python's
+interpreter, and system calls are not counted. Needs valgrind (Debian's
+``valgrind`` package).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from loadgen import run_load  # noqa: E402
+from run import BENCH, RESULTS, Scenario, Target, free_port, provision, start  # noqa: E402
+
+
+def _control(pid: int, *args: str) -> str:
+    done = subprocess.run(
+        ["callgrind_control", *args, str(pid)], capture_output=True, text=True, check=False
+    )
+    return done.stdout
+
+
+def per_thread(report: str) -> list[int]:
+    """Instruction counts by thread from ``callgrind_control -e Ir``."""
+    return [int(n.replace(",", "")) for n in re.findall(r"Th \d+\s+([\d,]+)", report)]
+
+
+async def count(target: Target, pid: int, scenario: Scenario) -> list[float]:
+    load = {
+        "host": "127.0.0.1",
+        "port": target.port,
+        "path": target.path,
+        "body": target.body(scenario),
+        "headers": target.headers,
+        "marker": target.marker,
+        "concurrency": 1,
+        "timeout": 600,
+    }
+    await run_load(**load, requests=20)
+    await asyncio.sleep(1.0)
+    _control(pid, "-i", "on")
+    _control(pid, "-z")
+    await run_load(**load, requests=scenario.requests)
+    await asyncio.sleep(1.0)  # the usage writer's flush of these rows
+    report = _control(pid, "-e", "Ir")
+    _control(pid, "-i", "off")
+    return [n / scenario.requests for n in per_thread(report)]
+
+
+async def main_async(args) -> dict:
+    if not shutil.which("valgrind"):
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    logs = RESULTS / "instructions-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = os.environ.copy()
+    env.setdefault("PYTHONHASHSEED", "0")
+    env["SWITCHYARD_USAGE_STREAM"] = "switchyard:usage:bench"
+    if not env.get("DATABASE_URL"):
+        (BENCH / ".data").mkdir(exist_ok=True)
+        env["DATABASE_URL"] = f"sqlite:///{BENCH / '.data' / 'bench.sqlite3'}"
+    backend_port = free_port()
+    backend = start(
+        "fake-backend",
+        [sys.executable, str(BENCH / "fake_backend.py"), "--port", str(backend_port)],
+        backend_port,
+        env,
+        logs,
+    )
+    gateway = None
+    try:
+        key = provision(env, f"http://127.0.0.1:{backend_port}/v1")
+        port = free_port()
+        gateway = start(
+            "switchyard",
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--instr-atstart=no",
+                f"--callgrind-out-file={logs}/callgrind.out.%p",
+                sys.executable,
+                "-m",
+                "config.serve",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "config.asgi:application",
+            ],
+            port,
+            env,
+            logs,
+        )
+        target = Target(
+            "switchyard",
+            port,
+            "/v1/responses",
+            f"authorization: Bearer {key}\r\n".encode(),
+            "responses",
+            gateway,
+        )
+        out = {}
+        for name, scenario in (
+            ("nonstream", Scenario("nonstream", "", False, 16, 1, args.requests)),
+            ("stream200", Scenario("stream200", "", True, 200, 1, args.streams)),
+            ("paced50", Scenario("paced50", "", True, 200, 1, args.paced, rate=50)),
+        ):
+            if not scenario.requests:
+                continue
+            threads = await count(target, gateway.pid, scenario)
+            out[name] = threads
+            shown = ", ".join(f"thread {i + 1}: {n / 1e6:.3f} M" for i, n in enumerate(threads))
+            print(f"{name}: instructions per request: {shown}", flush=True)
+        return out
+    finally:
+        if gateway is not None:
+            gateway.stop()
+        backend.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=100, help="non-streaming requests")
+    parser.add_argument("--streams", type=int, default=20, help="200-token streams")
+    parser.add_argument(
+        "--paced", type=int, default=3, help="200-token streams at 50 tokens/s (a read per token)"
+    )
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
