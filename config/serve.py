@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     from twisted.web.http import Request
 
     write_body = Request.write
+    Eager = _eager_transport(tcp.Server)
 
     access_log = any(a == "--access-log" or a.startswith("--access-log=") for a in argv)
 
@@ -51,6 +52,20 @@ def main(argv: list[str] | None = None) -> None:
             super().__init__(*args, parsePOSTFormSubmission=False, **kwargs)
 
         def handle_reply(self, message) -> None:
+            # The first body message sends the status line and headers, then
+            # the data (and, for a whole answer, the end): held together they
+            # leave in one system call instead of two or three.
+            transport = getattr(self.channel, "transport", None)
+            if self.startedWriting or not isinstance(transport, Eager):
+                self._reply(message)
+                return
+            transport.hold()
+            try:
+                self._reply(message)
+            finally:
+                transport.release()
+
+        def _reply(self, message) -> None:
             # A stream's next chunk, the message sent per backend read:
             # daphne's own branch reaches Twisted's ``Request.write`` through
             # ``twisted.web.http``'s deprecation proxy, a module-attribute
@@ -85,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     # ``Server.run`` builds its factory from this module-level name, and
     # Twisted's ports their connections' transport from this attribute.
     server.HTTPFactory = HTTPFactory
-    tcp.Port.transport = _eager_transport(tcp.Server)
+    tcp.Port.transport = Eager
     Cli().run(argv)
 
 
@@ -102,10 +117,24 @@ def _eager_transport(base):
     """
 
     class Eager(base):
+        held: list[bytes] | None = None
+
+        def hold(self) -> None:
+            """Collect writes until :meth:`release`, then send them as one."""
+            self.held = []
+
+        def release(self) -> None:
+            held, self.held = self.held, None
+            if held:
+                self.writeSequence(held)
+
         def write(self, data: bytes) -> None:
             self.writeSequence((data,))
 
         def writeSequence(self, iovec) -> None:
+            if self.held is not None:
+                self.held.extend(iovec)
+                return
             if (
                 self.connected
                 and not self.TLS
