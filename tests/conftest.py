@@ -234,3 +234,26 @@ def wait_rows(count: int = 1, timeout: float = 30.0, **filters):
     return wait_for(
         lambda: (rows := usage_rows(**filters)) and len(rows) >= count and rows, timeout=timeout
     )
+
+
+@pytest.fixture(autouse=True)
+def _usage_rows_settled(request):
+    """After a test that ran real server processes on PostgreSQL, wait until
+    their usage writers have committed every row (the Redis stream is empty:
+    writers delete entries once committed) before the database is flushed.
+    A writer inserting while ``TRUNCATE`` takes its locks deadlocks with it
+    (the insert's foreign-key checks want the tables being truncated)."""
+    yield
+    marker = request.node.get_closest_marker("django_db")
+    if not (marker and marker.kwargs.get("transaction") and os.environ.get("REDIS_URL")):
+        return
+    import redis
+
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    try:
+        deadline = time.monotonic() + 10.0
+        while client.xlen(USAGE_STREAM) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.1)  # the last writer's commit and acknowledgement
+    finally:
+        client.close()
