@@ -29,7 +29,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from loadgen import run_load  # noqa: E402
-from run import BENCH, RESULTS, Scenario, Target, free_port, provision, start  # noqa: E402
+from run import (  # noqa: E402
+    BENCH,
+    RESULTS,
+    Scenario,
+    Target,
+    free_port,
+    gateway_command,
+    provision,
+    start,
+)
 
 
 def _control(pid: int, *args: str) -> str:
@@ -96,14 +105,7 @@ async def main_async(args) -> dict:
                 "--tool=callgrind",
                 "--instr-atstart=no",
                 f"--callgrind-out-file={logs}/callgrind.out.%p",
-                sys.executable,
-                "-m",
-                "config.serve",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "config.asgi:application",
+                *gateway_command(port),
             ],
             port,
             env,

@@ -128,6 +128,20 @@ def start(name: str, argv: list[str], port: int, env: dict[str, str], logs: Path
     raise SystemExit(f"{name} did not start listening on {port}; see {log}")
 
 
+def gateway_command(port: int) -> list[str]:
+    """One web process, started as deployments start it (``config/serve.py``)."""
+    return [
+        sys.executable,
+        "-m",
+        "config.serve",
+        "-b",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "config.asgi:application",
+    ]
+
+
 def manage(env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
         [sys.executable, "manage.py", *args],
@@ -488,22 +502,7 @@ async def main_async(args) -> dict:
         key = provision(env, f"http://127.0.0.1:{backend.port}/v1")
         since = time.time()
         port = free_port()
-        daphne = start(
-            "switchyard",
-            [
-                sys.executable,
-                "-m",
-                "config.serve",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "config.asgi:application",
-            ],
-            port,
-            env,
-            logs,
-        )
+        daphne = start("switchyard", gateway_command(port), port, env, logs)
         servers.append(daphne)
         targets = [
             Target("direct", backend.port, "/v1/chat/completions", b"", "chat", None),
