@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import shutil
 import subprocess
@@ -30,14 +29,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from loadgen import run_load  # noqa: E402
 from run import (  # noqa: E402
-    BENCH,
     RESULTS,
     Scenario,
     Target,
+    bench_env,
     free_port,
     gateway_command,
     provision,
     start,
+    start_fake_backend,
 )
 
 
@@ -80,23 +80,12 @@ async def main_async(args) -> dict:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
     logs = RESULTS / "instructions-logs"
     logs.mkdir(parents=True, exist_ok=True)
-    env = os.environ.copy()
+    env = bench_env()
     env.setdefault("PYTHONHASHSEED", "0")
-    env["SWITCHYARD_USAGE_STREAM"] = "switchyard:usage:bench"
-    if not env.get("DATABASE_URL"):
-        (BENCH / ".data").mkdir(exist_ok=True)
-        env["DATABASE_URL"] = f"sqlite:///{BENCH / '.data' / 'bench.sqlite3'}"
-    backend_port = free_port()
-    backend = start(
-        "fake-backend",
-        [sys.executable, str(BENCH / "fake_backend.py"), "--port", str(backend_port)],
-        backend_port,
-        env,
-        logs,
-    )
+    backend = start_fake_backend(env, logs)
     gateway = None
     try:
-        key = provision(env, f"http://127.0.0.1:{backend_port}/v1")
+        key = provision(env, f"http://127.0.0.1:{backend.port}/v1")
         port = free_port()
         gateway = start(
             "switchyard",

@@ -128,6 +128,25 @@ def start(name: str, argv: list[str], port: int, env: dict[str, str], logs: Path
     raise SystemExit(f"{name} did not start listening on {port}; see {log}")
 
 
+def bench_env() -> dict[str, str]:
+    """The servers' environment: DATABASE_URL/REDIS_URL when set, else a
+    bench SQLite database; usage rows on their own Redis stream."""
+    env = os.environ.copy()
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if not env.get("DATABASE_URL"):
+        data = BENCH / ".data"
+        data.mkdir(exist_ok=True)
+        env["DATABASE_URL"] = f"sqlite:///{data / 'bench.sqlite3'}"
+    env["SWITCHYARD_USAGE_STREAM"] = "switchyard:usage:bench"
+    return env
+
+
+def start_fake_backend(env: dict[str, str], logs: Path) -> Server:
+    port = free_port()
+    command = [sys.executable, str(BENCH / "fake_backend.py"), "--port", str(port)]
+    return start("fake-backend", command, port, env, logs)
+
+
 def gateway_command(port: int) -> list[str]:
     """One web process, started as deployments start it (``config/serve.py``)."""
     return [
@@ -463,27 +482,14 @@ async def main_async(args) -> dict:
     logs = RESULTS / f"{stamp}-logs"
     logs.mkdir(parents=True, exist_ok=True)
 
-    env = os.environ.copy()
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    if not env.get("DATABASE_URL"):
-        data = BENCH / ".data"
-        data.mkdir(exist_ok=True)
-        env["DATABASE_URL"] = f"sqlite:///{data / 'bench.sqlite3'}"
-    env["SWITCHYARD_USAGE_STREAM"] = "switchyard:usage:bench"
+    env = bench_env()
     mode = ("PostgreSQL" if env["DATABASE_URL"].startswith("postgres") else "SQLite") + (
         " + Redis" if env.get("REDIS_URL") else " + in-process"
     )
 
     servers: list[Server] = []
     try:
-        fake_port = free_port()
-        fake = start(
-            "fake-backend",
-            [sys.executable, str(BENCH / "fake_backend.py"), "--port", str(fake_port)],
-            fake_port,
-            env,
-            logs,
-        )
+        fake = start_fake_backend(env, logs)
         servers.append(fake)
         sim_port = free_port()
         sim = start(
