@@ -9,6 +9,7 @@ import os
 import signal
 import time
 import uuid
+from decimal import Decimal
 
 import httpx
 import orjson
@@ -64,6 +65,52 @@ def test_write_rows_is_idempotent_and_returns_poison_rows(people):
     assert usage.write_rows([good, orphan, good]) == [orphan]
     assert usage.write_rows([good]) == []
     assert [str(r.request_id) for r in usage_rows()] == [good["request_id"]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_reads_back_as_the_orm_would_have_stored_it(people):
+    """The writer's own conversions (``usage._converter``) store each
+    column's value exactly as ``UsageLog.objects.create`` does."""
+    from responses_api.models import UsageLog
+
+    org = people["acme"].id
+    fields = {
+        "stream": True,
+        "status": 499,
+        "error_code": "client_disconnected",
+        "error_message": "naïve → ünïcode",
+        "notices": ["store_ignored"],
+        "input_tokens": 12,
+        "cached_tokens": 3,
+        "reasoning_tokens": 2,
+        "cost": "0.00001234",
+        "attempts": 2,
+        "queue_wait_ms": 1.5,
+        "ttft_ms": None,
+        "duration_ms": 12.25,
+        "tokens_per_second": 42.0,
+        "client_ip": "::1",
+        "user_agent": "bench/1",
+    }
+    written = a_row(org, **fields)
+    assert usage.write_rows([written]) == []
+    by_orm = a_row(org, **fields)
+    UsageLog.objects.create(
+        **{
+            **usage._prepared(by_orm),
+            "organisation_id": org,
+            "cost": Decimal(by_orm["cost"]),
+        }
+    )
+    rows = {str(r.request_id): r for r in UsageLog.objects.all()}
+    ours, theirs = rows[written["request_id"]], rows[by_orm["request_id"]]
+    for field in UsageLog._meta.concrete_fields:
+        if field.attname not in ("id", "request_id"):
+            mine, orm = getattr(ours, field.attname), getattr(theirs, field.attname)
+            if field.attname in ("created_at", "finished_at"):
+                assert abs((mine - orm).total_seconds()) < 60, field.attname
+            else:
+                assert mine == orm, field.attname
 
 
 @needs_redis
