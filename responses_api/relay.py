@@ -497,7 +497,9 @@ async def _relay(
     upstream: httpx.Response,
     store: bool,
 ) -> None:
-    translator = exchange.translator or _new_translator(request, plan, store)
+    translator = exchange.translator or _new_translator(
+        request, plan, store, quiet=not exchange.stream
+    )
     exchange.translator = translator
     reader = ChunkReader()
     if exchange.stream:
@@ -506,7 +508,9 @@ async def _relay(
         await _relay_json(exchange, responder, translator, reader, upstream, plan)
 
 
-def _new_translator(request: CreateResponse, plan: ChatPlan, store: bool) -> StreamTranslator:
+def _new_translator(
+    request: CreateResponse, plan: ChatPlan, store: bool, *, quiet: bool = False
+) -> StreamTranslator:
     echo = echo_settings(
         request,
         store=store,
@@ -520,6 +524,7 @@ def _new_translator(request: CreateResponse, plan: ChatPlan, store: bool) -> Str
         echo=echo,
         tools=plan.tools,
         max_tool_calls=plan.max_tool_calls,
+        quiet=quiet,
     )
 
 

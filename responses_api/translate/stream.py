@@ -76,8 +76,11 @@ class StreamTranslator:
         tools: dict[str, ToolRef] | None = None,
         max_tool_calls: int | None = None,
         created_at: float | None = None,
+        quiet: bool = False,
     ) -> None:
         self.response_id = response_id
+        # A non-streamed answer needs only the final response: no event per token.
+        self.quiet = quiet
         self.model = model
         self.echo = echo
         self.tools = tools or {}
@@ -160,6 +163,8 @@ class StreamTranslator:
         if kind == "reasoning":
             self.reasoning_deltas += 1
         _append(item.text, text)
+        if self.quiet:
+            return
         events.append(
             {
                 "type": "response.output_text.delta"
