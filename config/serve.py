@@ -40,6 +40,11 @@ def main(argv: list[str] | None = None) -> None:
 
     write_body = Request.write
     Eager = _eager_transport(tcp.Server)
+    # daphne reaches ``twisted.web.http`` (``http.Request.__init__``,
+    # ``.finish``, ``.write``, ...) through Twisted's deprecation proxy for
+    # that module: a Python ``__getattribute__`` per look-up, several per
+    # request. Its names are the module's own; daphne gets the module.
+    http_protocol.http = _unproxied(http_protocol.http)
 
     access_log = any(a == "--access-log" or a.startswith("--access-log=") for a in argv)
 
@@ -104,6 +109,15 @@ def main(argv: list[str] | None = None) -> None:
     Cli().run(argv)
 
 
+def _unproxied(module):
+    """The module behind a ``twisted.python.deprecate`` module proxy."""
+    from twisted.python.deprecate import _ModuleProxy
+
+    if isinstance(module, _ModuleProxy):
+        return object.__getattribute__(module, "_module")
+    return module
+
+
 def _eager_transport(base):
     """A Twisted TCP transport that sends a write at once when nothing is
     waiting to be sent before it, as asyncio's transports do.
@@ -118,6 +132,14 @@ def _eager_transport(base):
 
     class Eager(base):
         held: list[bytes] | None = None
+        no_delay = False
+
+        def setTcpNoDelay(self, enabled) -> None:
+            # The API sets it on every request (``consumers._no_delay``); a
+            # kept-alive connection needs the system call once.
+            if bool(enabled) != self.no_delay:
+                super().setTcpNoDelay(enabled)
+                self.no_delay = bool(enabled)
 
         def hold(self) -> None:
             """Collect writes until :meth:`release`, then send them as one."""
