@@ -78,6 +78,20 @@ def cpu_seconds(pid: int) -> float:
     return total / TICK
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """utime + stime of each thread of one process, by thread name (the
+    event loop is the process's own name; the usage writer and the database
+    calls run on executor threads)."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            label = "event loop" if task.name == str(pid) else name
+            out[label] = out.get(label, 0.0) + (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
 def memory_mb(pid: int) -> dict[str, float]:
     """VmRSS and VmHWM (peak) summed over the process tree, in MB."""
     out = {"rss_mb": 0.0, "peak_rss_mb": 0.0}
@@ -133,6 +147,7 @@ def bench_env() -> dict[str, str]:
     bench SQLite database; usage rows on their own Redis stream."""
     env = os.environ.copy()
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("LOG_FORMAT", "json")  # as the deployment manifests log
     if not env.get("DATABASE_URL"):
         data = BENCH / ".data"
         data.mkdir(exist_ok=True)
@@ -291,6 +306,7 @@ async def measure(
         )
         await asyncio.sleep(1.0)
     g0 = cpu_seconds(gateway.pid) if gateway else 0.0
+    t0 = thread_cpu_seconds(gateway.pid) if gateway else {}
     b0 = cpu_seconds(backend.pid)
     l0 = sum(os.times()[:2])
     started = time.perf_counter()
@@ -309,6 +325,7 @@ async def measure(
     )
     wall = time.perf_counter() - started
     g1 = cpu_seconds(gateway.pid) if gateway else 0.0
+    t1 = thread_cpu_seconds(gateway.pid) if gateway else {}
     b1 = cpu_seconds(backend.pid)
     l1 = sum(os.times()[:2])
     if spy is not None:
@@ -343,6 +360,11 @@ async def measure(
         cpu = g1 - g0
         row["gateway_cpu_s"] = round(cpu, 3)
         row["gateway_cpu_ms_per_request"] = round(cpu * 1000 / max(len(results), 1), 3)
+        row["gateway_thread_cpu_ms_per_request"] = {
+            name: round((t1[name] - t0.get(name, 0.0)) * 1000 / max(len(results), 1), 3)
+            for name in sorted(t1)
+            if t1[name] > t0.get(name, 0.0)
+        }
         if scenario.stream and tokens:
             row["gateway_cpu_us_per_token"] = round(cpu * 1e6 / tokens, 2)
         row.update(memory_mb(gateway.pid))
@@ -615,6 +637,9 @@ def _brief(row: dict) -> str:
     parts = [f"{row['requests_per_s']} req/s", f"p50 {row['latency_p50_ms']} ms"]
     if "gateway_cpu_ms_per_request" in row:
         parts.append(f"cpu {row['gateway_cpu_ms_per_request']} ms/req")
+        threads = row.get("gateway_thread_cpu_ms_per_request") or {}
+        if len(threads) > 1:
+            parts.append("(" + ", ".join(f"{n} {v}" for n, v in threads.items()) + ")")
     if row["errors"]:
         parts.append(f"{row['errors']} errors")
     return ", ".join(parts)
