@@ -50,7 +50,7 @@ import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import DataError, IntegrityError, models, transaction
+from django.db import DEFAULT_DB_ALIAS, DataError, IntegrityError, connections, models, transaction
 
 from responses_api import redis_conn
 
@@ -134,7 +134,9 @@ class _Insert:
 
         self.fields = [f for f in UsageLog._meta.concrete_fields if f is not UsageLog._meta.pk]
         self.table = UsageLog._meta.db_table
-        self._columns: list[tuple[str, Callable[[], Any], Callable[[Any], Any]]] | None = None
+        # Per database connection (one per writer thread): the connection,
+        # kept so that its id is not reused, and its columns.
+        self._columns: dict[int, tuple[Any, list[_Column]]] = {}
 
     def sql(self, connection) -> str:
         quote = connection.ops.quote_name
@@ -145,17 +147,22 @@ class _Insert:
             f"ON CONFLICT ({quote('request_id')}) DO NOTHING"
         )
 
-    def columns(self, connection) -> list[tuple[str, Callable[[], Any], Callable[[Any], Any]]]:
+    def columns(self, connection) -> list[_Column]:
         """Per column: the row's key, the field's default, its conversion."""
-        if self._columns is None:
-            self._columns = [
-                (f.attname, f.get_default, _converter(f, connection)) for f in self.fields
-            ]
-        return self._columns
+        known = self._columns.get(id(connection))
+        if known is None:
+            known = (
+                connection,
+                [(f.attname, f.get_default, _converter(f, connection)) for f in self.fields],
+            )
+            self._columns[id(connection)] = known
+        return known[1]
 
     def __call__(self, rows: list[dict[str, Any]]) -> None:
-        from django.db import connection
-
+        # The thread's connection itself, not ``django.db.connection``: that
+        # proxy looks the connection up again on every attribute read, and
+        # Django's conversions read several per value.
+        connection = connections[DEFAULT_DB_ALIAS]
         columns = self.columns(connection)
         params = []
         for row in rows:
@@ -170,6 +177,9 @@ class _Insert:
             cursor.executemany(self.sql(connection), params)
 
 
+_Column = tuple[str, Callable[[], Any], Callable[[Any], Any]]
+
+
 def _converter(field: models.Field, connection) -> Callable[[Any], Any]:
     """``field.get_db_prep_save`` for ``connection``, short-cut for the values
     it would pass through unchanged.
@@ -178,8 +188,7 @@ def _converter(field: models.Field, connection) -> Callable[[Any], Any]:
     row that was half the writer's time. A plain text, flag or float field
     (exactly those classes, not subclasses that may convert) stores its own
     Python type as it is, and an integer field only asks the database
-    backend to adapt it (``DatabaseOperations`` keeps no per-connection
-    state, so one bound method serves every thread). Anything else (UUIDs,
+    backend to adapt it. Anything else (UUIDs,
     keys, dates, JSON, decimals, IP addresses, a value of another type)
     takes Django's full path.
     """
