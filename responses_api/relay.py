@@ -23,7 +23,7 @@ from django.conf import settings
 from pydantic import ValidationError
 
 from responses_api.auth import Caller, authenticate, cached_caller, key_from_headers
-from responses_api.backends.client import precise_error, raw_chunks
+from responses_api.backends.client import raw_chunks
 from responses_api.backends.failover import forward, plan_for
 from responses_api.catalog import ModelEntry, get_catalog
 from responses_api.draining import shutting_down
@@ -685,8 +685,7 @@ def _failure(exc: Exception) -> tuple[str, str]:
         return "server_error", message
     if isinstance(exc, UpstreamProtocolError):
         return "server_error", str(exc)
-    name = type(precise_error(exc) if isinstance(exc, httpx.TransportError) else exc).__name__
-    return "server_error", f"The backend connection failed mid-stream ({name})."
+    return "server_error", f"The backend connection failed mid-stream ({type(exc).__name__})."
 
 
 async def _relay_json(

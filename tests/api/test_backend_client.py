@@ -1,0 +1,155 @@
+"""The backend client against real sockets that misbehave in known ways:
+each failure must surface as the httpx class failover and the relay expect."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+
+import httpx
+import pytest
+from django.test import override_settings
+
+from responses_api.backends.client import Upstream, raw_chunks
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+
+async def _request_head(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return head.lower()
+
+
+def _run(
+    handler: Handler,
+    exchange: Callable[[Upstream], Awaitable[object]],
+    host: str = "127.0.0.1",
+) -> object:
+    async def main() -> object:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        upstream = Upstream(f"http://{host}:{port}/v1", "sk-backend")
+        try:
+            return await exchange(upstream)
+        finally:
+            await upstream.aclose()
+            server.close()
+
+    return asyncio.run(main())
+
+
+async def _read_all(upstream: Upstream) -> bytes:
+    response = await upstream.send_chat(BODY)
+    try:
+        return b"".join([chunk async for chunk in raw_chunks(response)])
+    finally:
+        await response.aclose()
+
+
+def test_a_refused_connection_is_a_connect_error():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def main() -> None:
+        upstream = Upstream(f"http://127.0.0.1:{port}/v1", "")
+        try:
+            await upstream.send_chat(BODY)
+        finally:
+            await upstream.aclose()
+
+    with pytest.raises(httpx.ConnectError):
+        asyncio.run(main())
+
+
+def test_a_connection_closed_without_an_answer_is_a_protocol_error():
+    async def handler(reader, writer) -> None:
+        await _request_head(reader)
+        writer.close()
+
+    with pytest.raises(httpx.RemoteProtocolError):
+        _run(handler, _read_all)
+
+
+def test_a_malformed_status_line_is_a_protocol_error():
+    async def handler(reader, writer) -> None:
+        await _request_head(reader)
+        writer.write(b"HTTP/1.1 OK-ish\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    with pytest.raises(httpx.RemoteProtocolError):
+        _run(handler, _read_all)
+
+
+def test_a_body_cut_mid_chunk_is_a_read_error_after_what_arrived():
+    got: list[bytes] = []
+
+    async def handler(reader, writer) -> None:
+        await _request_head(reader)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n6\r\ndata: \r\n20\r\npartial"
+        )
+        await writer.drain()
+        writer.close()
+
+    async def exchange(upstream: Upstream) -> None:
+        response = await upstream.send_chat(BODY)
+        try:
+            async for chunk in raw_chunks(response):
+                got.append(chunk)
+        finally:
+            await response.aclose()
+
+    with pytest.raises(httpx.ReadError):
+        _run(handler, exchange)
+    assert b"".join(got).startswith(b"data: ")
+
+
+@override_settings(SWITCHYARD_READ_TIMEOUT=0.3)
+def test_a_silent_backend_is_a_read_timeout():
+    async def handler(reader, writer) -> None:
+        await _request_head(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(5)
+
+    with pytest.raises(httpx.ReadTimeout):
+        _run(handler, _read_all)
+
+
+def test_requests_ask_for_identity_and_carry_no_cookie_from_an_earlier_answer():
+    heads: list[bytes] = []
+
+    async def handler(reader, writer) -> None:
+        while not reader.at_eof():
+            try:
+                heads.append(await _request_head(reader))
+            except asyncio.IncompleteReadError:
+                break
+            body = b"data: [DONE]\n\n"
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nset-cookie: session=org-a; Path=/\r\n"
+                b"content-length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            await writer.drain()
+
+    async def exchange(upstream: Upstream) -> list[bytes]:
+        return [await _read_all(upstream), await _read_all(upstream)]
+
+    # By name: cookie jars ignore cookies from bare IP addresses.
+    assert _run(handler, exchange, host="localhost") == [b"data: [DONE]\n\n"] * 2
+    assert len(heads) == 2
+    for head in heads:
+        assert b"accept-encoding: identity" in head
+        assert b"authorization: bearer sk-backend" in head
+        assert b"cookie" not in head
