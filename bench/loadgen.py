@@ -125,7 +125,8 @@ async def run_load(
     ramp: float = 0.0,
     timeout: float = 600.0,  # noqa: ASYNC109 (one deadline for the whole run)
 ) -> list[Result]:
-    """``requests`` requests over ``concurrency`` keep-alive connections."""
+    """``requests`` requests over ``concurrency`` keep-alive connections;
+    those not done within ``timeout`` seconds are failed results."""
     results: list[Result] = []
     remaining = requests
 
@@ -150,5 +151,12 @@ async def run_load(
         finally:
             connection.close()
 
-    await asyncio.wait_for(asyncio.gather(*(worker(i) for i in range(workers))), timeout)
+    try:
+        await asyncio.wait_for(asyncio.gather(*(worker(i) for i in range(workers))), timeout)
+    except TimeoutError:
+        # A server too slow for the run's bound: what did not finish counts
+        # as failed requests instead of ending the benchmark.
+        results.extend(
+            Result(0, timeout, None, 0, error="timed out") for _ in range(requests - len(results))
+        )
     return results
