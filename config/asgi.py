@@ -11,7 +11,7 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
-from responses_api import draining  # noqa: E402
+from responses_api import draining, routes  # noqa: E402
 from responses_api.consumers import ApiConsumer  # noqa: E402
 
 # Under daphne, SIGTERM drains the open exchanges before the process stops.
@@ -21,8 +21,8 @@ application = ProtocolTypeRouter(
     {
         "http": URLRouter(
             [
-                re_path(r"^(?:api/)?v1/(?!openapi\.json$|docs/?$)", ApiConsumer.as_asgi()),
-                re_path(r"^(?:api/)?v1$", ApiConsumer.as_asgi()),
+                # Every path the API's route table serves.
+                re_path(routes.asgi_pattern(), ApiConsumer.as_asgi()),
                 re_path(r"", django_application),
             ]
         ),

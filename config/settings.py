@@ -254,6 +254,8 @@ SWITCHYARD_CONNECT_TIMEOUT = env.float("SWITCHYARD_CONNECT_TIMEOUT", default=5.0
 SWITCHYARD_READ_TIMEOUT = env.float("SWITCHYARD_READ_TIMEOUT", default=600.0)
 # Largest request body accepted, in bytes.
 SWITCHYARD_MAX_BODY_BYTES = env.int("SWITCHYARD_MAX_BODY_BYTES", default=16 * 1024 * 1024)
+# A request body not complete this long after its headers is answered 408.
+SWITCHYARD_BODY_TIMEOUT_SECONDS = env.float("SWITCHYARD_BODY_TIMEOUT_SECONDS", default=30.0)
 # Interval of repeated response.in_progress events while a stream waits.
 SWITCHYARD_KEEPALIVE_SECONDS = env.float("SWITCHYARD_KEEPALIVE_SECONDS", default=10.0)
 SWITCHYARD_QUEUE_TIMEOUT = env.float("SWITCHYARD_QUEUE_TIMEOUT", default=30.0)

@@ -9,6 +9,7 @@ in that process at once; other processes see it within
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -38,8 +39,13 @@ class Caller:
     org_concurrency: int | None
 
 
-_cache: dict[str, tuple[float, Caller | None]] = {}
-_NEGATIVE_TTL = 1.0
+# Keys found, by hash: (expiry, caller). Bounded by the number of keys.
+_cache: dict[str, tuple[float, Caller]] = {}
+# Keys refused, by hash: expiry. Anyone can send made-up keys, so this one
+# is bounded in size (the oldest refusal goes first) as well as in time.
+_refused: OrderedDict[str, float] = OrderedDict()
+REFUSED_TTL = 1.0
+REFUSED_ENTRIES = 10_000
 
 
 def unauthorized() -> ApiError:
@@ -65,6 +71,7 @@ def key_from_headers(headers: dict[bytes, bytes]) -> str | None:
 
 def forget_key(key_hash: str) -> None:
     _cache.pop(key_hash, None)
+    _refused.pop(key_hash, None)
 
 
 def _load(key_hash: str) -> Caller | None:
@@ -100,10 +107,17 @@ def cached_caller(raw: str | None) -> Caller | None:
     the common case needs no await at all."""
     if not raw or not looks_like_key(raw):
         raise unauthorized()
-    hit = _cache.get(hash_key(raw))
-    if hit is None or hit[0] <= time.monotonic():
-        return None
-    return _checked(hit[1])
+    key_hash = hash_key(raw)
+    now = time.monotonic()
+    hit = _cache.get(key_hash)
+    if hit is not None and hit[0] > now:
+        return _checked(hit[1])
+    refused = _refused.get(key_hash)
+    if refused is not None:
+        if refused > now:
+            raise unauthorized()
+        del _refused[key_hash]
+    return None
 
 
 async def authenticate(raw: str | None) -> Caller:
@@ -114,8 +128,15 @@ async def authenticate(raw: str | None) -> Caller:
         return caller
     key_hash = hash_key(raw or "")
     loaded = await sync_to_async(_load)(key_hash)
-    ttl = settings.SWITCHYARD_AUTH_CACHE_SECONDS if loaded else _NEGATIVE_TTL
-    _cache[key_hash] = (time.monotonic() + ttl, loaded)
+    now = time.monotonic()
+    if loaded is None:
+        _cache.pop(key_hash, None)
+        _refused[key_hash] = now + REFUSED_TTL
+        _refused.move_to_end(key_hash)
+        while len(_refused) > REFUSED_ENTRIES:
+            _refused.popitem(last=False)
+    else:
+        _cache[key_hash] = (now + settings.SWITCHYARD_AUTH_CACHE_SECONDS, loaded)
     return _checked(loaded)
 
 

@@ -1,86 +1,187 @@
-"""ASGI consumer for the API (everything under ``/v1/`` and ``/api/v1/``).
+"""The API's ASGI application: one request in, one response out.
 
-``AsyncHttpConsumer`` awaits its handler before it reads the next ASGI
-message, so a disconnect during a long stream would go unseen (channels
-#1249). Here a listener task keeps reading while the exchange runs:
-``http.disconnect`` cancels the exchange if the response is still being
-written — aborting the upstream request at once — and otherwise lets it
-finish its cleanup (daphne also sends ``http.disconnect`` after a complete
-response). The exchange's task is registered with ``draining.drain`` so that
-a SIGTERM lets it finish, or ends it at the shutdown deadline.
+The order is what keeps a stranger cheap: the route is resolved and the
+key authenticated from the headers *before any byte of the body is read*,
+so a request without a valid key never makes the process buffer its body.
+The body is then read under the size cap (a ``Content-Length`` over it is
+refused unread, a chunked body as soon as it passes it) and a deadline.
+
+While the handler runs, a listener task keeps reading the ASGI messages
+(``AsyncHttpConsumer`` would not: channels #1249): ``http.disconnect``
+cancels the handler if the response is still being written — aborting the
+upstream request at once — and is otherwise ignored (daphne also sends it
+after a complete response). Every authenticated request then ends in
+:func:`ending.end_exchange`, which writes its one usage row.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from channels.generic.http import AsyncHttpConsumer
+from django.conf import settings
 
-from responses_api import endpoints
+from responses_api import routes
+from responses_api.auth import authenticate, cached_caller, key_from_headers
+from responses_api.call import Call, Reply
 from responses_api.draining import drain, shutting_down
-from responses_api.relay import Exchange, Responder, new_request_id
+from responses_api.ending import end_exchange
+from responses_api.errors import ApiError, invalid
+from responses_api.exchange import Exchange, new_request_id
+from responses_api.responder import Responder
 
-_PREFIX = re.compile(r"^/(?:api/)?v1(/.*)?$")
+log = logging.getLogger("switchyard.requests")
 
-
-def _no_delay(send) -> None:
-    """Turn Nagle's algorithm off on the client's socket.
-
-    Daphne (Twisted) leaves it on, so a small SSE write that follows another
-    one waits for the client's delayed ACK — milliseconds to tens of
-    milliseconds added to the first text delta and between events. ASGI
-    gives no handle on the socket; daphne's ``send`` is a partial over its
-    protocol object, so reach the transport through it when it is there.
-    """
-    args = getattr(send, "args", None)
-    channel = getattr(args[0], "channel", None) if args else None
-    set_no_delay = getattr(getattr(channel, "transport", None), "setTcpNoDelay", None)
-    if set_no_delay is not None:
-        set_no_delay(True)
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-class ApiConsumer(AsyncHttpConsumer):
-    # The API needs no channel layer; skipping it saves a round trip per request.
-    channel_layer_alias = "__none__"
+class ClientGone(Exception):
+    """The client disconnected before its body was read."""
 
-    async def __call__(self, scope, receive, send) -> None:
-        self.scope = scope
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            if message["type"] == "http.request":
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body"):
-                    break
-        body = b"".join(chunks)
-        _no_delay(send)
-        match = _PREFIX.match(scope["path"])
-        route = (match.group(1) or "/") if match else scope["path"]
-        exchange = Exchange(request_id=new_request_id(), endpoint=route)
-        responder = Responder(send, exchange)
+
+class ApiConsumer:
+    """ASGI app for every path the route table serves (``routes.asgi_pattern``)."""
+
+    @classmethod
+    def as_asgi(cls) -> ApiConsumer:
+        return cls()
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        headers = {name.lower(): value for name, value in scope.get("headers", ())}
+        method = scope.get("method", "GET")
+        match = routes.resolve(scope["path"], method)
+        client = scope.get("client")
+        exchange = Exchange(
+            request_id=new_request_id(),
+            endpoint=match.endpoint,
+            method=method,
+            client_ip=client[0] if client else None,
+            user_agent=headers.get(b"user-agent", b"").decode("latin-1")[:300],
+        )
+        call = Call(exchange, Responder(send, exchange), headers, params=match.params)
         if drain.draining:
             # Not admitted (so no usage row): the client retries elsewhere.
-            await responder.error(shutting_down())
+            await call.responder.error(shutting_down())
+            return
+        key = key_from_headers(headers)
+        try:
+            exchange.caller = cached_caller(key) or await authenticate(key)
+        except ApiError as error:
+            # Unauthenticated: no usage row, and the body is never read.
+            await call.responder.error(match.error or error)
+            return
+        if match.error is not None or match.handler is None:
+            await end_exchange(call, error=match.error)
             return
         task = asyncio.current_task()
         assert task is not None
         drain.track(task, exchange)
-        listener = asyncio.ensure_future(_watch(receive, responder, task))
         try:
-            await endpoints.dispatch(scope, route, body, responder, exchange)
-        except asyncio.CancelledError:
-            # The exchange has ended as a 499 (and written its row); the
-            # cancellation was ours unless the server cancelled us.
-            if not (listener.done() and listener.result()):
-                raise
+            call.body = await read_body(receive, headers)
+        except ApiError as error:
+            await end_exchange(call, error=error)
+            return
+        except ClientGone:
+            exchange.client_gone()
+            await end_exchange(call)
+            return
+        listener = asyncio.ensure_future(_watch(receive, call.responder, task))
+        try:
+            await _run(call, match.handler, task, listener)
         finally:
             listener.cancel()
 
 
-async def _watch(receive, responder: Responder, task: asyncio.Task) -> bool:
+async def _run(
+    call: Call,
+    handler: Callable[[Call], Awaitable[Reply | None]],
+    task: asyncio.Task[Any],
+    listener: asyncio.Future[bool],
+) -> None:
+    """Run the handler and end the exchange, whatever the handler did."""
+    exchange = call.exchange
+    error: ApiError | None = None
+    reply: Reply | None = None
+    detail = ""
+    try:
+        try:
+            reply = await handler(call)
+        except ApiError as raised:
+            error = raised
+        except asyncio.CancelledError:
+            if not exchange.shutdown:
+                exchange.client_gone()
+                await asyncio.shield(end_exchange(call))
+                raise
+            # The process's shutdown deadline: end the response properly.
+            error = shutting_down()
+            exchange.note = "Server shut down"
+        except Exception as exc:  # a bug or an unexpected failure: never a traceback out
+            log.exception("request %s failed", exchange.request_id)
+            error = ApiError(
+                500, "The server had an error while processing the request.", code="server_error"
+            )
+            detail = f"{type(exc).__name__}: {exc}"
+        await end_exchange(call, error=error, reply=reply, detail=detail)
+    except asyncio.CancelledError:
+        if listener.done() and not listener.cancelled() and listener.result():
+            task.uncancel()  # our own cancellation, for a client gone
+            return
+        raise
+
+
+async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes:
+    """The request's body, under the size cap and the read deadline."""
+    cap = settings.SWITCHYARD_MAX_BODY_BYTES
+    length = headers.get(b"content-length")
+    if length is not None:
+        try:
+            declared = int(length)
+        except ValueError:
+            raise invalid("The Content-Length header is not a number.") from None
+        if declared > cap:
+            raise too_large(cap)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(settings.SWITCHYARD_BODY_TIMEOUT_SECONDS):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientGone
+                if message["type"] != "http.request":
+                    continue
+                data = message.get("body", b"")
+                size += len(data)
+                if size > cap:
+                    raise too_large(cap)
+                chunks.append(data)
+                if not message.get("more_body"):
+                    break
+    except TimeoutError:
+        raise ApiError(
+            408,
+            f"The request body did not arrive within "
+            f"{settings.SWITCHYARD_BODY_TIMEOUT_SECONDS:g} s.",
+            code="request_timeout",
+            headers=[(b"connection", b"close")],
+        ) from None
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def too_large(cap: int) -> ApiError:
+    return ApiError(
+        413,
+        f"The request body is too large: at most {cap} bytes are accepted.",
+        code="request_too_large",
+        headers=[(b"connection", b"close")],
+    )
+
+
+async def _watch(receive: Receive, responder: Responder, task: asyncio.Task[Any]) -> bool:
     """Cancel the exchange when the client disconnects before its response
     is complete; True when it did. The exchange runs in the consumer's own
     task, so a request costs one extra task (this one), not two."""

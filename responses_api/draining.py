@@ -33,7 +33,7 @@ from responses_api.errors import ApiError
 from responses_api.memory import BurstWatch
 
 if TYPE_CHECKING:
-    from responses_api.relay import Exchange
+    from responses_api.exchange import Exchange
 
 log = logging.getLogger("switchyard.shutdown")
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 
+from responses_api.errors import ApiError
+
 
 class EventWriter:
     """Numbers and encodes Responses events. The only place that assigns
@@ -68,3 +70,26 @@ class ChunkReader:
 
 class UpstreamProtocolError(Exception):
     """The backend's stream could not be understood."""
+
+
+def stream_error(error: Any) -> ApiError:
+    """The error a backend reported inside its stream. Servers name the kind
+    in ``type`` or ``code``, or only in the message."""
+    error = error if isinstance(error, dict) else {"message": str(error)}
+    message = str(error.get("message") or "the backend reported an error")
+    lowered = " ".join(str(error.get(k) or "") for k in ("type", "code", "message")).lower()
+    if ("rate" in lowered and "limit" in lowered) or "429" in lowered:
+        code = "rate_limit_exceeded"
+    elif any(w in lowered for w in ("context", "too long", "invalid", "prompt")):
+        code = "invalid_prompt"
+    else:
+        code = "server_error"
+    # The client of a stream sees 200 then response.failed; the row says 502.
+    return ApiError(502, message, code=code)
+
+
+def broken(exc: Exception) -> ApiError:
+    if isinstance(exc, UpstreamProtocolError):
+        return ApiError(502, str(exc), code="server_error")
+    message = f"The backend connection failed mid-stream ({type(exc).__name__})."
+    return ApiError(502, message, code="server_error")

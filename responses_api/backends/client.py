@@ -1,53 +1,128 @@
-"""HTTP to backends: aiohttp's connection pool and parser, httpx's types.
+"""HTTP to backends: chat calls and health probes, on aiohttp.
 
-Each backend has one long-lived ``aiohttp`` session holding a connection
-pool with keep-alive; aiohttp's C parser decodes the chunked body and hands
-over everything that arrived in one read, where httpcore's pure-Python h11
-produced one event per chunk, i.e. per token (bench/README.md, optimisation
-11). The relay deals only in httpx objects and exceptions: the answer is an
-``httpx.Response`` whose stream reads the aiohttp response, and aiohttp's
-errors are raised as the httpx classes that failover tells apart (a refused
-connection, a dropped one, a timeout).
+**Why aiohttp, not httpx.** A relayed token is one chunk of the backend's
+chunked body. aiohttp's parser is C (llhttp) and hands over everything that
+arrived in one socket read; httpx's httpcore runs every chunk through h11's
+pure-Python reader, an event object and an anyio cancel scope. Measured
+with ``bench/instructions.py`` on this code base (bench/README.md §10–11):
+httpx costs 6.5 M instructions per non-streamed request on the event loop
+against 3.6 M through aiohttp, and 47–81 µs of CPU per relayed token
+against 23–26 µs. httpx stays what the tests' clients use.
 
-A backend call builds no ``httpx.Request``: the URL, headers and timeouts
-are prepared once per backend, and the session keeps no cookies (a backend's
-cookie must not follow one organisation's request into another's, and
-matching a jar costs as much as the rest of the request's preparation).
-Environment proxies are not consulted: backends are addressed directly.
+**What the rest of Switchyard sees** is this module's own interface:
+:class:`Answer` (status, headers, an async iterator of body bytes, close)
+and the :class:`BackendError` classes; no aiohttp type leaves the module.
 
-Pools live on the event loop that made them; a process normally has one
-loop, tests may have several.
+Each backend has one long-lived session per event loop with a keep-alive
+pool. Chat calls and probes use sessions made by one function
+(:func:`_session`), so both have the same settings: environment proxies
+are not consulted (backends are addressed directly), TLS is verified with
+the system's trust store, no cookie is kept (a backend's cookie must not
+follow one organisation's request into another's), and bodies are relayed
+undecoded (``Accept-Encoding: identity``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
-import httpx
 import orjson
 from django.conf import settings
 from multidict import CIMultiDict
 from yarl import URL
 
+# An idle keep-alive connection is closed after this long. A burst of a
+# thousand streams leaves as many idle sockets (about 10 KB each in this
+# process, and a slot on the backend); aiohttp offers no bound on their
+# number, so the time bounds them.
+KEEPALIVE_SECONDS = 15.0
+
+
+class BackendError(Exception):
+    """The backend could not be talked to (not: it answered with an error)."""
+
+
+class BackendUnreachable(BackendError):
+    """The connection was refused or could not be made in time; nothing was sent."""
+
+
+class BackendDisconnected(BackendError):
+    """The connection broke, or the backend broke the HTTP protocol."""
+
+
+class BackendTimeout(BackendError):
+    """The backend stopped sending for longer than the read timeout."""
+
+
+class Answer:
+    """A backend's HTTP answer whose body is read as it arrives."""
+
+    __slots__ = ("_response", "complete", "headers", "status")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status: int = response.status
+        self.headers: Mapping[str, str] = response.headers
+        # Set by the reader once the answer is complete (a stream's
+        # ``[DONE]``), even if the body's last bytes have not arrived.
+        self.complete = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's bytes as each read brought them, undecoded."""
+        content = self._response.content
+        try:
+            while data := await content.readany():
+                yield data
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise _error(exc) from exc
+
+    async def read(self) -> bytes:
+        try:
+            return await self._response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise _error(exc) from exc
+
+    def close(self) -> None:
+        """An answer not read to its end closes its connection, which is
+        how the backend learns that the client left; a complete one goes
+        back to the pool. Synchronous, so a cancellation cannot skip it.
+
+        A complete answer whose body's end (the last chunk) is still on its
+        way is read to its end in the background, briefly: closing it would
+        close the connection, and the next request would pay for a new one.
+        """
+        if self.complete and not self._response.content.at_eof():
+            task = asyncio.get_running_loop().create_task(self._finish())
+            _finishing.add(task)
+            task.add_done_callback(_finishing.discard)
+            return
+        self._response.release()
+
+    async def _finish(self) -> None:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(FINISH_SECONDS):
+                await self._response.read()
+        self._response.release()
+
+
+# How long a complete answer's last bytes are waited for (see Answer.close).
+FINISH_SECONDS = 1.0
+_finishing: set[asyncio.Task[None]] = set()
+
 
 class Upstream:
     """One backend's connection pool and its prepared request parts."""
 
-    __slots__ = ("_headers", "_session", "_timeout", "_url", "is_closed")
+    __slots__ = ("_base", "_headers", "_session", "_timeout", "_url", "is_closed")
 
     def __init__(self, base_url: str, api_key: str) -> None:
-        self._url = URL(base_url.rstrip("/") + "/chat/completions")
-        headers = CIMultiDict({"content-type": "application/json"})
-        # The body is relayed as it arrives, undecoded: ask for it uncompressed
-        # (aiohttp would otherwise offer gzip).
-        headers["accept-encoding"] = "identity"
-        if api_key:
-            headers["authorization"] = f"Bearer {api_key}"
-        self._headers = headers
+        self._base = base_url.rstrip("/")
+        self._url = URL(self._base + "/chat/completions")
+        self._headers = _headers(api_key)
         self._timeout = aiohttp.ClientTimeout(
             sock_connect=settings.SWITCHYARD_CONNECT_TIMEOUT,
             sock_read=settings.SWITCHYARD_READ_TIMEOUT,
@@ -56,7 +131,7 @@ class Upstream:
         self._session: aiohttp.ClientSession | None = None
         self.is_closed = False
 
-    async def send_chat(self, body: dict[str, Any]) -> httpx.Response:
+    async def send_chat(self, body: dict[str, Any]) -> Answer:
         """POST ``chat/completions``; the answer's body is left to stream."""
         if self._session is None:
             self._session = _session()
@@ -70,13 +145,8 @@ class Upstream:
                 timeout=self._timeout,
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _httpx_error(exc) from exc
-        return httpx.Response(
-            response.status,
-            headers=response.raw_headers,
-            stream=_Body(response),
-            extensions={"http_version": b"HTTP/1.1"},
-        )
+            raise _error(exc) from exc
+        return Answer(response)
 
     async def aclose(self) -> None:
         self.is_closed = True
@@ -84,77 +154,63 @@ class Upstream:
             await self._session.close()
 
 
-class _Body(httpx.AsyncByteStream):
-    """An aiohttp response's body as an httpx stream: what each read
-    brought, undecoded."""
+def _headers(api_key: str) -> CIMultiDict[str]:
+    headers: CIMultiDict[str] = CIMultiDict({"content-type": "application/json"})
+    headers["accept-encoding"] = "identity"
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
 
-    __slots__ = ("_response",)
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        content = self._response.content
+async def get(base_url: str, path: str, *, api_key: str, within: float) -> tuple[int, Any, str]:
+    """``GET base_url + path`` for a health probe: status, decoded JSON
+    (None when the body is not JSON) and the ``server`` header. A probe has
+    a session of its own (probes run in short-lived loops of sync callers)
+    made like the chat calls' sessions."""
+    async with _session() as session:
         try:
-            while data := await content.readany():
-                yield data
+            async with session.get(
+                base_url.rstrip("/") + path,
+                headers=_headers(api_key),
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=within),
+            ) as response:
+                body = await response.read()
+                headers = response.headers
+                server = headers.get("x-simulator-version") or headers.get("server") or ""
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _httpx_error(exc) from exc
-
-    async def aclose(self) -> None:
-        # An answer not read to its end closes its connection (the backend
-        # sees the client leave); a complete one goes back to the pool.
-        self._response.release()
+            raise _error(exc) from exc
+    try:
+        data = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        data = None
+    return response.status, data, server
 
 
 # Most specific first: aiohttp's timeouts are connection errors too.
-_ERRORS: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
-    (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
-    (aiohttp.SocketTimeoutError, httpx.ReadTimeout),
-    (aiohttp.ServerTimeoutError, httpx.ReadTimeout),
-    (aiohttp.ClientConnectorError, httpx.ConnectError),
-    (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError),
-    (aiohttp.ClientConnectionResetError, httpx.WriteError),
-    (aiohttp.ClientPayloadError, httpx.ReadError),
-    (aiohttp.ClientOSError, httpx.ReadError),
-    (aiohttp.InvalidUrlClientError, httpx.UnsupportedProtocol),
-    (aiohttp.NonHttpUrlClientError, httpx.UnsupportedProtocol),
-    (TimeoutError, httpx.ReadTimeout),
+_ERRORS: tuple[tuple[type[BaseException], type[BackendError]], ...] = (
+    (aiohttp.ConnectionTimeoutError, BackendUnreachable),
+    (aiohttp.SocketTimeoutError, BackendTimeout),
+    (aiohttp.ServerTimeoutError, BackendTimeout),
+    (aiohttp.ClientConnectorError, BackendUnreachable),
+    (TimeoutError, BackendTimeout),
 )
 
 
-def _httpx_error(exc: BaseException) -> httpx.TransportError:
-    """httpx's class for what went wrong with the backend. Anything else
-    aiohttp reports (a malformed status line or header) is the backend
-    breaking the protocol."""
+def _error(exc: BaseException) -> BackendError:
+    """Our class for what went wrong. Anything not listed (a dropped
+    connection, a reset, a malformed status line or chunk) is the
+    connection breaking."""
     for cause, error in _ERRORS:
         if isinstance(exc, cause):
             return error(str(exc) or type(exc).__name__)
-    return httpx.RemoteProtocolError(str(exc) or type(exc).__name__)
-
-
-# Idle keep-alive connections kept per backend. A burst of a thousand
-# streams would otherwise leave a thousand idle sockets open on the backend
-# and about 10 MB in the web process for the keep-alive time.
-IDLE_CONNECTIONS = 64
-
-
-class _Connector(aiohttp.TCPConnector):
-    """aiohttp's pool, with a bound on idle connections (aiohttp has none;
-    httpx's ``max_keepalive_connections``): a connection released while
-    ``IDLE_CONNECTIONS`` are already idle is closed."""
-
-    def _release(self, key, protocol, *, should_close: bool = False) -> None:
-        idle = self._conns.get(key)
-        if idle is not None and len(idle) >= IDLE_CONNECTIONS:
-            should_close = True
-        super()._release(key, protocol, should_close=should_close)
+    return BackendDisconnected(str(exc) or type(exc).__name__)
 
 
 def _session() -> aiohttp.ClientSession:
     # No bound on connections in use: a backend's own concurrency limit
     # (routing) is what queues requests.
-    connector = _Connector(limit=0, keepalive_timeout=60, ttl_dns_cache=60)
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_SECONDS, ttl_dns_cache=60)
     return aiohttp.ClientSession(
         connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
     )
@@ -164,6 +220,8 @@ _clients: dict[tuple[int, str, str], Upstream] = {}
 
 
 def get_client(base_url: str, api_key: str) -> Upstream:
+    """The backend's pool on the running loop (a process normally has one
+    loop; tests may have several)."""
     loop_id = id(asyncio.get_running_loop())
     key = (loop_id, base_url, api_key)
     client = _clients.get(key)
@@ -179,13 +237,3 @@ async def close_clients() -> None:
         client = _clients.pop(key)
         with contextlib.suppress(Exception):
             await client.aclose()
-
-
-def raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The response body's bytes as they arrive, undecoded.
-
-    The same bytes as ``Response.aiter_raw()`` from the response's own
-    stream, without ``aiter_raw``'s context manager and re-chunker per
-    piece. Errors are httpx's (see :func:`_httpx_error`).
-    """
-    return aiter(response.stream)

@@ -9,14 +9,14 @@ successful check lifts the mark.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
 
-import httpx
 from django.utils import timezone
 
 from responses_api import catalog
+from responses_api.backends.client import BackendError, get
 from responses_api.backends.routing import clear_suspect_sync
 from responses_api.models import Backend
 from responses_api.secrets import decrypt
@@ -37,33 +37,39 @@ class Probe:
 def probe(
     base_url: str, api_key: str = "", timeout: float = TIMEOUT, *, dialect: str = ""
 ) -> Probe:
-    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    """Check a backend now, from sync code (a Celery task, a console view)."""
+    return asyncio.run(probe_async(base_url, api_key, timeout, dialect=dialect))
+
+
+async def probe_async(
+    base_url: str, api_key: str = "", within: float = TIMEOUT, *, dialect: str = ""
+) -> Probe:
     started = time.perf_counter()
     try:
-        response = httpx.get(base_url.rstrip("/") + "/models", headers=headers, timeout=timeout)
-        latency = (time.perf_counter() - started) * 1000
-        if response.status_code != 200:
-            return Probe(False, latency, [], "", f"HTTP {response.status_code}")
-        data: Any = response.json()
-        models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
-        version = response.headers.get("x-simulator-version") or response.headers.get("server", "")
-        if dialect == "llamacpp":
-            version = _llamacpp_version(base_url, headers, timeout) or version
-        return Probe(True, latency, models, version[:200], "")
-    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        status, data, version = await get(base_url, "/models", api_key=api_key, within=within)
+    except BackendError as exc:
         return Probe(False, None, [], "", f"{type(exc).__name__}: {exc}"[:500])
+    latency = (time.perf_counter() - started) * 1000
+    if status != 200:
+        return Probe(False, latency, [], "", f"HTTP {status}")
+    if not isinstance(data, dict) or not isinstance(data.get("data", []), list):
+        return Probe(False, latency, [], "", "the backend's /models answer is not a model list")
+    models = [str(m["id"]) for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
+    if dialect == "llamacpp":
+        version = await _llamacpp_version(base_url, api_key, within) or version
+    return Probe(True, latency, models, version[:200], "")
 
 
-def _llamacpp_version(base_url: str, headers: dict[str, str], timeout: float) -> str:
+async def _llamacpp_version(base_url: str, api_key: str, within: float) -> str:
     # llama-server answers /v1/models with only `server: llama.cpp`; its build
     # ("b1-0c1e570", also the chat `system_fingerprint`) is `build_info` in
     # /props, which lives beside /v1, not under it.
     root = base_url.rstrip("/").removesuffix("/v1")
     try:
-        response = httpx.get(root + "/props", headers=headers, timeout=timeout)
-        build = response.json().get("build_info") if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, AttributeError):
+        status, data, _ = await get(root, "/props", api_key=api_key, within=within)
+    except BackendError:
         return ""
+    build = data.get("build_info") if status == 200 and isinstance(data, dict) else None
     return f"llama.cpp {build}" if isinstance(build, str) and build else ""
 
 

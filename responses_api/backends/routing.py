@@ -31,7 +31,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,8 +50,6 @@ AFFINITY_SECONDS = 3600
 AFFINITY_ENTRIES = 50_000
 POLL_MIN, POLL_MAX = 0.05, 0.25
 LEADING_ITEMS = 4
-
-OnWait = Callable[[], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -275,7 +273,7 @@ def clear_suspect_sync(backend_id: str) -> None:
         router.local.suspect_until.pop(backend_id, None)
 
 
-def _no_backend(model: ModelEntry, why: str) -> ApiError:
+def no_backend(model: ModelEntry, why: str) -> ApiError:
     return ApiError(
         503,
         f"No backend can serve the model '{model.public_id}': {why}. Try again shortly.",
@@ -337,11 +335,11 @@ class Router:
                 )
             return routes
         if not routes:
-            raise _no_backend(model, "it has no enabled backend")
+            raise no_backend(model, "it has no enabled backend")
         online = [r for r in routes if r.backend.health != "offline"]
         if not online:
             names = ", ".join(sorted(r.backend.name for r in routes))
-            raise _no_backend(model, f"every backend is offline ({names})")
+            raise no_backend(model, f"every backend is offline ({names})")
         return [r for r in online if r.backend.id not in exclude]
 
     async def acquire(
@@ -351,17 +349,16 @@ class Router:
         pinned: str | None = None,
         affinity: str | None = None,
         exclude: set[str] | None = None,
-        on_wait: OnWait | None = None,
     ) -> Lease:
         """A slot on the best backend, waiting for one while all are full.
 
-        ``on_wait`` runs every ``SWITCHYARD_KEEPALIVE_SECONDS`` of waiting (a
-        stream sends ``response.in_progress``). Raises a 503 when no backend
-        is eligible or none frees up within ``SWITCHYARD_QUEUE_TIMEOUT``.
+        Raises a 503 when no backend is eligible or none frees up within
+        ``SWITCHYARD_QUEUE_TIMEOUT``. (A stream's keep-alives while it waits
+        are the caller's: they run on a timer of their own.)
         """
         routes = self.candidates(model, pinned=pinned, exclude=exclude or set())
         if not routes:
-            raise _no_backend(model, "every backend failed for this request")
+            raise no_backend(model, "every backend failed for this request")
         state = self.state
         preferred = None
         if affinity:
@@ -370,10 +367,6 @@ class Router:
         lease_id = uuid.uuid4().hex
         started = time.monotonic()
         deadline = started + settings.SWITCHYARD_QUEUE_TIMEOUT
-        # Without a keep-alive to send, only the deadline bounds each wait.
-        next_tick = (
-            started + settings.SWITCHYARD_KEEPALIVE_SECONDS if on_wait is not None else deadline
-        )
         poll = POLL_MIN
         task = asyncio.current_task()
         while (index := await state.claim(routes, preferred, lease_id)) is None:
@@ -390,12 +383,9 @@ class Router:
                     code="backends_saturated",
                     headers=[(b"retry-after", b"5")],
                 )
-            if on_wait is not None and now >= next_tick:
-                next_tick = now + settings.SWITCHYARD_KEEPALIVE_SECONDS
-                await on_wait()
             # A release in this process wakes the waiters at once; releases in
             # other processes are seen by polling.
-            timeout = min(poll, max(deadline - now, 0.0), max(next_tick - now, 0.0))
+            timeout = min(poll, max(deadline - now, 0.0))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._next_release().wait(), timeout=timeout)
             poll = min(poll * 2, POLL_MAX)

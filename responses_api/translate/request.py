@@ -545,3 +545,29 @@ def _add_item(
             "item_reference needs a stored response; this organisation stores nothing.",
             param=f"input[{index}]",
         )
+
+
+class ChatDraft:
+    """A request checked and ready to be planned for any route."""
+
+    def __init__(self, request: CreateResponse, limits: ModelLimits) -> None:
+        self.request = request
+        self.limits = limits
+
+    def for_route(
+        self, *, upstream_model: str, dialect: str, extra_body: dict[str, Any] | None
+    ) -> ChatPlan:
+        return build_chat_request(
+            self.request,
+            upstream_model=upstream_model,
+            dialect=dialect,
+            limits=self.limits,
+            extra_body=extra_body,
+        )
+
+
+def prepare_chat(request: CreateResponse, *, limits: ModelLimits) -> ChatDraft:
+    draft = ChatDraft(request, limits)
+    # Refuses what no route could take, before the request queues.
+    draft.for_route(upstream_model="", dialect="openai", extra_body=None)
+    return draft

@@ -1,5 +1,6 @@
 """The backend client against real sockets that misbehave in known ways:
-each failure must surface as the httpx class failover and the relay expect."""
+each failure must surface as the client's own error class that failover and
+the relay tell apart."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ import asyncio
 import socket
 from collections.abc import Awaitable, Callable
 
-import httpx
 import pytest
 from django.test import override_settings
 
-from responses_api.backends.client import Upstream, raw_chunks
+from responses_api.backends.client import (
+    BackendDisconnected,
+    BackendTimeout,
+    BackendUnreachable,
+    Upstream,
+)
+from responses_api.backends.health import probe
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
@@ -47,14 +53,14 @@ def _run(
 
 
 async def _read_all(upstream: Upstream) -> bytes:
-    response = await upstream.send_chat(BODY)
+    answer = await upstream.send_chat(BODY)
     try:
-        return b"".join([chunk async for chunk in raw_chunks(response)])
+        return b"".join([chunk async for chunk in answer.chunks()])
     finally:
-        await response.aclose()
+        answer.close()
 
 
-def test_a_refused_connection_is_a_connect_error():
+def test_a_refused_connection_is_unreachable():
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -66,31 +72,31 @@ def test_a_refused_connection_is_a_connect_error():
         finally:
             await upstream.aclose()
 
-    with pytest.raises(httpx.ConnectError):
+    with pytest.raises(BackendUnreachable):
         asyncio.run(main())
 
 
-def test_a_connection_closed_without_an_answer_is_a_protocol_error():
+def test_a_connection_closed_without_an_answer_is_a_disconnect():
     async def handler(reader, writer) -> None:
         await _request_head(reader)
         writer.close()
 
-    with pytest.raises(httpx.RemoteProtocolError):
+    with pytest.raises(BackendDisconnected):
         _run(handler, _read_all)
 
 
-def test_a_malformed_status_line_is_a_protocol_error():
+def test_a_malformed_status_line_is_a_disconnect():
     async def handler(reader, writer) -> None:
         await _request_head(reader)
         writer.write(b"HTTP/1.1 OK-ish\r\n\r\n")
         await writer.drain()
         writer.close()
 
-    with pytest.raises(httpx.RemoteProtocolError):
+    with pytest.raises(BackendDisconnected):
         _run(handler, _read_all)
 
 
-def test_a_body_cut_mid_chunk_is_a_read_error_after_what_arrived():
+def test_a_body_cut_mid_chunk_is_a_disconnect_after_what_arrived():
     got: list[bytes] = []
 
     async def handler(reader, writer) -> None:
@@ -103,27 +109,27 @@ def test_a_body_cut_mid_chunk_is_a_read_error_after_what_arrived():
         writer.close()
 
     async def exchange(upstream: Upstream) -> None:
-        response = await upstream.send_chat(BODY)
+        answer = await upstream.send_chat(BODY)
         try:
-            async for chunk in raw_chunks(response):
+            async for chunk in answer.chunks():
                 got.append(chunk)
         finally:
-            await response.aclose()
+            answer.close()
 
-    with pytest.raises(httpx.ReadError):
+    with pytest.raises(BackendDisconnected):
         _run(handler, exchange)
     assert b"".join(got).startswith(b"data: ")
 
 
 @override_settings(SWITCHYARD_READ_TIMEOUT=0.3)
-def test_a_silent_backend_is_a_read_timeout():
+def test_a_silent_backend_is_a_timeout():
     async def handler(reader, writer) -> None:
         await _request_head(reader)
         writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
         await writer.drain()
         await asyncio.sleep(5)
 
-    with pytest.raises(httpx.ReadTimeout):
+    with pytest.raises(BackendTimeout):
         _run(handler, _read_all)
 
 
@@ -153,3 +159,38 @@ def test_requests_ask_for_identity_and_carry_no_cookie_from_an_earlier_answer():
         assert b"accept-encoding: identity" in head
         assert b"authorization: bearer sk-backend" in head
         assert b"cookie" not in head
+
+
+def test_health_probes_and_chat_calls_ignore_environment_proxies(monkeypatch):
+    """Both kinds of backend call are made alike: a proxy named in the
+    environment (nothing listens there) is not used by either."""
+    heads: list[bytes] = []
+
+    async def handler(reader, writer) -> None:
+        heads.append(await _request_head(reader))
+        body = b'{"object": "list", "data": [{"id": "m1"}]}'
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{dead}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+
+    async def main() -> object:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            return await asyncio.to_thread(probe, f"http://127.0.0.1:{port}/v1", "sk-backend")
+        finally:
+            server.close()
+
+    result = asyncio.run(main())
+    assert result.ok, result.error
+    assert result.models == ["m1"]
+    assert heads and b"authorization: bearer sk-backend" in heads[0]
+    assert b"get /v1/models" in heads[0]

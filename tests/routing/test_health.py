@@ -50,7 +50,7 @@ def test_offline_after_consecutive_failures_and_online_after_one_success(people)
         assert backend.health == "online"  # one failure is not enough
     health.backend_check(backend=backend)
     backend.refresh_from_db()
-    assert backend.health == "offline" and "ConnectError" in backend.last_error
+    assert backend.health == "offline" and "BackendUnreachable" in backend.last_error
     asyncio.run(_mark(str(backend.id)))
     revived = start_simulator_on(port)
     try:

@@ -1,0 +1,48 @@
+"""What a route's handler is given: one request, as the consumer read it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from responses_api.exchange import Exchange
+from responses_api.responder import Responder
+
+if TYPE_CHECKING:
+    from responses_api.sse import EventWriter
+    from responses_api.translate.request import ChatPlan
+    from responses_api.translate.stream import StreamTranslator
+
+
+@dataclass(slots=True)
+class Output:
+    """A response being translated from a backend's chat stream. ``writer``
+    numbers a stream's events; a JSON answer has none."""
+
+    translator: StreamTranslator
+    plan: ChatPlan
+    writer: EventWriter | None = None
+
+
+@dataclass(slots=True)
+class Call:
+    exchange: Exchange
+    responder: Responder
+    headers: dict[bytes, bytes]
+    body: bytes = b""
+    params: dict[str, str] = field(default_factory=dict)
+    # Set by a handler once it translates a backend's answer: the ending
+    # (``ending.end_exchange``) finishes what it started.
+    output: Output | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A handler's JSON answer (a handler that relays an answer returns None)."""
+
+    payload: dict[str, Any]
+    status: int = 200
+
+
+Handler = Callable[[Call], Awaitable[Reply | None]]

@@ -1,0 +1,30 @@
+"""Relaying a backend's chat stream as one JSON response.
+
+The backend is asked to stream even then: the row's ``ttft`` and the
+``Server-Timing`` header need the first token's time (SPEC §4.8). The body
+itself is the ending's (``ending.end_exchange``), built from the translator.
+"""
+
+from __future__ import annotations
+
+from responses_api.backends.client import Answer, BackendError
+from responses_api.sse import ChunkReader, UpstreamProtocolError, broken, stream_error
+from responses_api.translate.stream import StreamTranslator
+
+
+async def read_answer(answer: Answer, translator: StreamTranslator) -> None:
+    """Translate a whole answer without writing (a non-streamed response:
+    the backend is still asked to stream, for ``ttft``, SPEC §4.8)."""
+    reader = ChunkReader()
+    chunks = answer.chunks()
+    try:
+        while (data := await anext(chunks, None)) is not None:
+            for chunk in reader.feed(data):
+                if "error" in chunk and not chunk.get("choices"):
+                    raise stream_error(chunk["error"])
+                translator.feed(chunk)
+            if reader.done:
+                answer.complete = True
+                return
+    except (UpstreamProtocolError, BackendError) as exc:
+        raise broken(exc) from None
