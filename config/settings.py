@@ -1,10 +1,10 @@
 """Switchyard settings, read from the environment.
 
 With no environment at all this is the embedded default (SQLite, in-memory
-channel layer and cache, eager Celery), meant for a first run. Production
-differs only by environment variables: ``DATABASE_URL``, ``REDIS_URL``,
-``SECRET_KEY`` and friends; each secret may also be given as ``NAME_FILE``
-pointing at a mounted file.
+cache, eager Celery), meant for a first run. Production differs only by
+environment variables: ``DATABASE_URL``, ``REDIS_URL``, ``SECRET_KEY`` and
+friends; each secret may also be given as ``NAME_FILE`` pointing at a mounted
+file.
 """
 
 import warnings
@@ -154,17 +154,10 @@ if REDIS_URL:
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     }
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
-        }
-    }
     CELERY_BROKER_URL = REDIS_URL
     CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://"
     CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True
