@@ -175,6 +175,22 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# SWITCHYARD_PASSWORD_HASHERS=fast swaps the deliberately slow password hash
+# for MD5, for test runs (tests/conftest.py sets it for the test process and
+# the servers it starts, which must read the same hashes). Unset, Django's
+# default hashers apply; production refuses the fast one.
+_hashers = env.str("SWITCHYARD_PASSWORD_HASHERS", default="default")
+if _hashers == "fast":
+    if PRODUCTION:
+        raise ImproperlyConfigured(
+            "SWITCHYARD_PASSWORD_HASHERS=fast is for tests; unset it when SWITCHYARD_PRODUCTION "
+            "is set."
+        )
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+elif _hashers != "default":
+    raise ImproperlyConfigured(
+        f"SWITCHYARD_PASSWORD_HASHERS must be 'default' or 'fast', not {_hashers!r}."
+    )
 LOGIN_URL = "/console/login/"
 LOGIN_REDIRECT_URL = "/console/"
 LOGOUT_REDIRECT_URL = "/console/login/"
