@@ -1,9 +1,9 @@
-# One command each: run, test, lint, fix, bench. CI calls the same ones.
+# One command each: run, test, lint, typecheck, fix, bench. CI calls the same ones.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install run test lint fix bench
+.PHONY: install run test lint typecheck fix bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,9 +20,16 @@ run: install
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# ruff, then the import rules between the apps (scripts/check_imports.py).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) scripts/check_imports.py
+
+# mypy with django-stubs over the product code ([tool.mypy] in pyproject.toml).
+# Run without DATABASE_URL/REDIS_URL: the plugin loads the embedded settings.
+typecheck: install
+	env -u DATABASE_URL -u REDIS_URL $(PY) -m mypy
 
 # The benchmark (bench/README.md): BENCH_ARGS=--quick for a smoke run,
 # --with-litellm for a LiteLLM column. Honours DATABASE_URL/REDIS_URL.

@@ -1,10 +1,10 @@
 """Switchyard settings, read from the environment.
 
 With no environment at all this is the embedded default (SQLite, in-memory
-channel layer and cache, eager Celery), meant for a first run. Production
-differs only by environment variables: ``DATABASE_URL``, ``REDIS_URL``,
-``SECRET_KEY`` and friends; each secret may also be given as ``NAME_FILE``
-pointing at a mounted file.
+cache, eager Celery), meant for a first run. Production differs only by
+environment variables: ``DATABASE_URL``, ``REDIS_URL``, ``SECRET_KEY`` and
+friends; each secret may also be given as ``NAME_FILE`` pointing at a mounted
+file.
 """
 
 import warnings
@@ -154,17 +154,10 @@ if REDIS_URL:
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     }
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
-        }
-    }
     CELERY_BROKER_URL = REDIS_URL
     CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://"
     CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True
@@ -182,6 +175,22 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# SWITCHYARD_PASSWORD_HASHERS=fast swaps the deliberately slow password hash
+# for MD5, for test runs (tests/conftest.py sets it for the test process and
+# the servers it starts, which must read the same hashes). Unset, Django's
+# default hashers apply; production refuses the fast one.
+_hashers = env.str("SWITCHYARD_PASSWORD_HASHERS", default="default")
+if _hashers == "fast":
+    if PRODUCTION:
+        raise ImproperlyConfigured(
+            "SWITCHYARD_PASSWORD_HASHERS=fast is for tests; unset it when SWITCHYARD_PRODUCTION "
+            "is set."
+        )
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+elif _hashers != "default":
+    raise ImproperlyConfigured(
+        f"SWITCHYARD_PASSWORD_HASHERS must be 'default' or 'fast', not {_hashers!r}."
+    )
 LOGIN_URL = "/console/login/"
 LOGIN_REDIRECT_URL = "/console/"
 LOGOUT_REDIRECT_URL = "/console/login/"

@@ -137,8 +137,7 @@ async def get_catalog(organisation_id: int, *, missing: str | None = None) -> Ca
 
     now = time.monotonic()
     hit = _cache.get(organisation_id)
-    fresh = hit is not None and hit[0] > now
-    if fresh and (missing is None or now - hit[1] < MISS_RELOAD_AFTER):
+    if hit is not None and hit[0] > now and (missing is None or now - hit[1] < MISS_RELOAD_AFTER):
         return hit[2]
     catalog = await sync_to_async(load_catalog)(organisation_id)
     _cache[organisation_id] = (now + settings.SWITCHYARD_CATALOG_CACHE_SECONDS, now, catalog)

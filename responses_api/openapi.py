@@ -203,7 +203,7 @@ def _request_schemas() -> dict[str, Any]:
     definitions = schema.pop("$defs", {})
     # Parameters the model parses only to refuse them (SPEC §4.3): the document
     # states which values are accepted, so clients and fuzzers know.
-    accepted = {
+    accepted: dict[str, dict[str, object]] = {
         "background": {"enum": [False, None]},
         "top_logprobs": {"enum": [0, None]},
         "truncation": {"enum": ["disabled", None]},

@@ -12,7 +12,7 @@ from django.conf import settings
 
 @functools.cache
 def _fernet() -> Fernet:
-    key = settings.SWITCHYARD_ENCRYPTION_KEY
+    key: str | bytes = settings.SWITCHYARD_ENCRYPTION_KEY
     if not key:
         # Derived from SECRET_KEY so the embedded default needs no setting;
         # production sets SWITCHYARD_ENCRYPTION_KEY so SECRET_KEY can rotate.

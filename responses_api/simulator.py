@@ -40,6 +40,7 @@ import json
 import re
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -211,7 +212,9 @@ class Simulator:
     def plan(self, request: dict[str, Any]) -> dict[str, Any]:
         messages = request["messages"]
         last = messages[-1]
-        last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+        last_user: dict[str, Any] = next(
+            (m for m in reversed(messages) if m.get("role") == "user"), {}
+        )
         directives: dict[str, list[str]] = {}
         for name, value in DIRECTIVE.findall(_text_of(last_user.get("content"))):
             directives.setdefault(name, []).append(value)
@@ -612,7 +615,7 @@ async def _sleep_or_disconnect(seconds: float, disconnected: asyncio.Event) -> N
         await asyncio.wait_for(disconnected.wait(), timeout=seconds)
 
 
-async def _json(send, status: int, data: Any, headers: list[tuple[bytes, bytes]] = ()) -> None:
+async def _json(send, status: int, data: Any, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     await send(
         {
             "type": "http.response.start",

@@ -7,6 +7,7 @@ against the test database (so they need ``transaction=True``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -16,12 +17,23 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
 from django.conf import settings
 
+from tests.support import WaitTimeout, wait_until
+
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
+
+# Password hashing is slow on purpose; tests need none of that. The server
+# processes started below inherit the environment (config/settings.py reads
+# it), and must read the hashes this process writes; this process loaded its
+# settings before this module, so it is told directly.
+os.environ["SWITCHYARD_PASSWORD_HASHERS"] = "fast"
+settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def free_port() -> int:
@@ -31,27 +43,21 @@ def free_port() -> int:
 
 
 def wait_http(url: str, timeout: float = 20.0, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def answers() -> bool:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process for {url} exited with {proc.returncode}")
         try:
             httpx.get(url, timeout=1.0)
-            return
         except httpx.HTTPError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{url} did not come up within {timeout} s")
+            return False
+        return True
+
+    wait_until(answers, timeout=timeout, message=f"{url} did not come up")
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(interval)
+def wait_for(predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.05) -> T:
+    """``tests.support.wait_until`` with positional arguments."""
+    return wait_until(predicate, timeout=timeout, interval=interval)
 
 
 @dataclass
@@ -251,9 +257,11 @@ def _usage_rows_settled(request):
 
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
     try:
-        deadline = time.monotonic() + 10.0
-        while client.xlen(USAGE_STREAM) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.1)  # the last writer's commit and acknowledgement
+        # Best effort: a stream that does not empty is left to the flush.
+        with contextlib.suppress(WaitTimeout):
+            wait_until(lambda: not client.xlen(USAGE_STREAM), timeout=10.0)
+        # A margin for a row a server is still about to queue (an exchange
+        # that ended as the test did), which nothing here can observe.
+        time.sleep(0.1)
     finally:
         client.close()

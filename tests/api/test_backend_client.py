@@ -127,7 +127,7 @@ def test_a_silent_backend_is_a_timeout():
         await _request_head(reader)
         writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
         await writer.drain()
-        await asyncio.sleep(5)
+        await asyncio.sleep(5)  # the scenario: silent for longer than the read timeout
 
     with pytest.raises(BackendTimeout):
         _run(handler, _read_all)

@@ -14,14 +14,6 @@ from django.test import Client
 from django.utils import timezone
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(request, settings):
-    """Password hashing is deliberately slow; these tests do not need that.
-    (Not for tests against a live server: it must read the same hashes.)"""
-    if request.node.get_closest_marker("live") is None:
-        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def crew(people):
     from accounts.access import SUPPORT_GROUP

@@ -11,12 +11,13 @@ except under CI (``CI=true``), where it fails.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 from openai import AuthenticationError, OpenAI
+
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -64,14 +65,11 @@ def page(monkeypatch):
 
 
 def _wait_for_text(page, url: str, text: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    def shown() -> bool:
         page.goto(url)
-        if text in page.content():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{text!r} did not appear on {url}")
-        time.sleep(0.3)
+        return text in page.content()
+
+    wait_until(shown, timeout=timeout, interval=0.3, message=f"{text!r} did not appear on {url}")
 
 
 def test_key_lifecycle_usage_and_trace_in_a_browser(page, api_server, provision, simulator):

@@ -17,7 +17,14 @@ import pytest
 
 from tests.conftest import ROOT, wait_rows
 
-pytestmark = [pytest.mark.codex, pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.codex,
+    pytest.mark.live,
+    pytest.mark.django_db(transaction=True),
+    # Under CI the first test installs the Codex CLI with npm (up to 900 s,
+    # see codex_bin), then each test runs it once (up to 180 s).
+    pytest.mark.timeout(1200),
+]
 
 FIXTURES = ROOT / "tests" / "fixtures" / "codex"
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 from openai import OpenAI
 
 from tests.conftest import ROOT, Proc, _log_path, free_port
+from tests.support import WaitTimeout, wait_until
 
 LLAMA_VERSION = "0.3.36"  # keep in step with scripts/build-llama-server.sh
 MODEL_FILE = "stories260K.gguf"
@@ -101,19 +101,24 @@ def start_llama_server(paths: tuple[Path, Path], *args: str) -> LlamaServer:
     )
     root = f"http://127.0.0.1:{port}"
     server = LlamaServer(process, root + "/v1", port, log, root=root)
+
     # /health answers 503 while the model loads, 200 once requests are served.
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def healthy() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"llama-server exited with {process.returncode}:\n{server.output()}")
         try:
-            if httpx.get(root + "/health", timeout=1.0).status_code == 200:
-                return server
+            return httpx.get(root + "/health", timeout=1.0).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    server.stop()
-    raise RuntimeError(f"llama-server did not come up:\n{server.output()}")
+            return False
+
+    try:
+        wait_until(
+            healthy, timeout=30, message=lambda: f"llama-server did not come up ({server.output()})"
+        )
+    except WaitTimeout:
+        server.stop()
+        raise
+    return server
 
 
 @pytest.fixture(scope="session")

@@ -161,3 +161,23 @@ def test_the_embedded_default_needs_no_environment():
     assert values["SECRET_KEY"]
     assert values["LOG_FORMAT"] == "text"
     assert values["SECURE_SSL_REDIRECT"] is False
+
+
+def test_production_refuses_the_fast_password_hasher():
+    result = run(["manage.py", "check"], production_env(SWITCHYARD_PASSWORD_HASHERS="fast"))
+    assert result.returncode != 0
+    assert "SWITCHYARD_PASSWORD_HASHERS=fast is for tests" in result.stderr
+
+
+def test_passwords_get_the_slow_default_hash_unless_a_test_asks_for_the_fast_one():
+    env = production_env(SWITCHYARD_PRODUCTION=None, SWITCHYARD_PASSWORD_HASHERS=None)
+    assert show(env, "PASSWORD_HASHERS")["PASSWORD_HASHERS"][0].endswith("PBKDF2PasswordHasher")
+    fast = show({**env, "SWITCHYARD_PASSWORD_HASHERS": "fast"}, "PASSWORD_HASHERS")
+    assert fast["PASSWORD_HASHERS"] == ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def test_the_test_processes_hash_passwords_fast():
+    from django.conf import settings
+
+    assert os.environ["SWITCHYARD_PASSWORD_HASHERS"] == "fast"
+    assert settings.PASSWORD_HASHERS == ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -110,6 +110,8 @@ def test_closing_while_queued_leaves_no_upstream_request(web, sims, fleet_for, s
         # The stream starts while queued and says it is in progress.
         queued.read_until(b"response.created", timeout=KEEPALIVE * 10)
     else:
+        # The scenario: a non-streaming client, which sees nothing while
+        # queued, waits a while in the queue before it gives up.
         time.sleep(KEEPALIVE * 2)
     queued.close()
     row = wait_rows(1, organisation=fleet.organisation, status=499)[0]

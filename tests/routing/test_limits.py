@@ -81,7 +81,9 @@ def test_tokens_per_minute_counts_the_estimate_then_real_usage(web, sims, fleet_
     while response.status_code == 200 and len(totals) < 10:
         usage = response.json()["usage"]
         totals.append(usage["input_tokens"] + usage["output_tokens"])
-        time.sleep(0.3)  # the window is corrected just after the last byte
+        # The window is corrected just after the last byte, inside the server,
+        # where nothing shows it but the next request (which would spend it).
+        time.sleep(0.3)
         response = send()
     assert response.status_code == 429
     # Each finished request left its real token count in the window (not the

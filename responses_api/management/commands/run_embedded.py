@@ -54,7 +54,7 @@ class Command(BaseCommand):
                 cwd=settings.BASE_DIR,
             ),
         ]
-        self.print_help(base, state)
+        self.print_banner(base, state)
         stop = threading.Event()
         threading.Thread(target=self.health_loop, args=(stop,), daemon=True).start()
 
@@ -123,7 +123,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"health check failed: {exc}")
             stop.wait(15)
 
-    def print_help(self, base: str, state: dict) -> None:
+    def print_banner(self, base: str, state: dict) -> None:
         key, model = state["api_key"], state["model"]
         self.stdout.write(f"""
 Switchyard is running (embedded default: SQLite, in-process cache, simulator backend).

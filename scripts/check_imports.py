@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Check the import rules between Switchyard's product modules.
+
+Reads every module under accounts/, responses_api/, console/ and config/
+(migrations and tests aside) with ``ast``, counting every import: at the top,
+inside functions, under ``if TYPE_CHECKING:``. Relative imports are resolved;
+importing ``a.b.c`` also imports the packages ``a`` and ``a.b`` (their
+``__init__`` modules), as Python does. Reports, and exits 1 on any:
+
+- import cycles: each group of modules that import one another, directly or
+  not (a strongly connected component of more than one module);
+- upward imports between the apps, whose order is
+  ``accounts`` <- ``responses_api`` <- ``console`` <- ``config``: an app may
+  import only the apps before it, and none imports ``config``.
+
+Usage: ``python scripts/check_imports.py [ROOT]`` (ROOT: the repository,
+by default the one holding this script).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+# Lower layers first; a module may import its own layer and those before it.
+LAYERS = ("accounts", "responses_api", "console", "config")
+SKIPPED_DIRS = {"migrations", "tests", "__pycache__"}
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    imported: str
+    path: str
+    line: int
+    # False for a package imported only as the parent of the module named.
+    named: bool = True
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def product_modules(root: Path) -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for top in LAYERS:
+        for path in sorted((root / top).rglob("*.py")):
+            if SKIPPED_DIRS.intersection(path.relative_to(root).parts):
+                continue
+            modules[module_name(root, path)] = path
+    return modules
+
+
+def _resolve_relative(importer: str, is_package: bool, level: int, module: str | None) -> str:
+    base = importer.split(".")
+    if not is_package:
+        base.pop()
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join([*base, *([module] if module else [])])
+
+
+def _with_packages(name: str, modules: dict[str, Path]) -> list[str]:
+    """``name`` (or the deepest product module it lies in) and every package
+    above it: all that Python runs to import it."""
+    parts = name.split(".")
+    found = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return [candidate for candidate in found if candidate in modules]
+
+
+def imports_of(name: str, path: Path, root: Path, modules: dict[str, Path]) -> list[Import]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.name == "__init__.py"
+    relative_path = path.relative_to(root).as_posix()
+    found: list[Import] = []
+
+    def add(target: str, line: int, named: bool = True) -> None:
+        *parents, deepest = _with_packages(target, modules) or [""]
+        for imported in parents:
+            if imported != name:
+                found.append(Import(name, imported, relative_path, line, named=False))
+        if deepest and deepest != name:
+            found.append(Import(name, deepest, relative_path, line, named))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = _resolve_relative(name, is_package, node.level, node.module)
+            else:
+                base = node.module or ""
+            # ``from package import submodule`` imports the submodule too;
+            # the package counts as named when something else is taken from it.
+            submodules = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
+            add(base, node.lineno, named=len(submodules) < len(node.names))
+            for submodule in submodules:
+                add(submodule, node.lineno)
+    return found
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iteratively; components in a stable order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = counter
+                    counter += 1
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph[successor]))))
+                    advanced = True
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(sorted(component))
+    return sorted(components)
+
+
+def shortest_cycle(start: str, graph: dict[str, set[str]], members: set[str]) -> list[str]:
+    """The shortest path from ``start`` back to itself inside ``members``."""
+    previous: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for successor in sorted(graph[node] & members):
+            if successor == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(previous[path[-1]])
+                return [*reversed(path), start]
+            if successor not in previous:
+                previous[successor] = node
+                queue.append(successor)
+    return [start]
+
+
+def layer_of(module: str) -> int:
+    return LAYERS.index(module.split(".")[0])
+
+
+def check(root: Path) -> list[str]:
+    """Every problem found under ``root``, as lines to print."""
+    modules = product_modules(root)
+    imports = [
+        found for name, path in modules.items() for found in imports_of(name, path, root, modules)
+    ]
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for found in imports:
+        graph[found.importer].add(found.imported)
+
+    problems: list[str] = []
+    cycles = [c for c in strongly_connected(graph) if len(c) > 1]
+    if cycles:
+        problems.append(f"Import cycles ({len(cycles)}):")
+    for component in cycles:
+        members = set(component)
+        problems.append("  " + " -> ".join(shortest_cycle(component[0], graph, members)))
+        problems.append(f"    all of: {', '.join(component)}; their imports of one another:")
+        edges = sorted(
+            {
+                (f.path, f.line, f.imported)
+                for f in imports
+                if f.importer in members and f.imported in members
+            }
+        )
+        problems += [f"      {path}:{line} imports {imported}" for path, line, imported in edges]
+
+    upward = sorted(
+        {
+            (f.path, f.line, f.importer, f.imported)
+            for f in imports
+            if f.named and layer_of(f.imported) > layer_of(f.importer)
+        }
+    )
+    if upward:
+        problems.append(
+            f"Upward imports ({len(upward)}; the order is {' <- '.join(LAYERS)}, and an app "
+            "imports only those before it):"
+        )
+    problems += [
+        f"  {path}:{line}: {importer} imports {imported}"
+        for path, line, importer, imported in upward
+    ]
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1]).resolve() if len(argv) > 1 else Path(__file__).resolve().parent.parent
+    problems = check(root)
+    if problems:
+        print("\n".join(problems))
+        return 1
+    print(f"Imports OK: no cycles, no upward imports between {', '.join(LAYERS)}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

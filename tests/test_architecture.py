@@ -1,0 +1,120 @@
+"""The import rules of scripts/check_imports.py: no cycles among product
+modules, and apps import only the apps below them
+(accounts <- responses_api <- console <- config)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+SCRIPT = ROOT / "scripts" / "check_imports.py"
+
+spec = importlib.util.spec_from_file_location("check_imports", SCRIPT)
+assert spec and spec.loader
+check_imports = importlib.util.module_from_spec(spec)
+sys.modules["check_imports"] = check_imports  # dataclasses look their module up
+spec.loader.exec_module(check_imports)
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    for top in check_imports.LAYERS:
+        (root / top).mkdir(exist_ok=True)
+        (root / top / "__init__.py").touch()
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def test_product_modules_have_no_import_cycles_and_no_upward_imports():
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_clean_tree_passes(tmp_path):
+    write_tree(
+        tmp_path,
+        {
+            "accounts/models.py": "import os\n",
+            "responses_api/models.py": "from accounts.models import os\n",
+            "console/views/__init__.py": "",
+            "console/views/keys.py": "from responses_api import models\nfrom . import pages\n",
+            "console/views/pages.py": "from ..forms import Form\n",
+            "console/forms.py": "Form = object\n",
+            "config/urls.py": "import console.views.keys\n",
+        },
+    )
+    assert check_imports.check(tmp_path) == []
+    assert check_imports.main(["check_imports", str(tmp_path)]) == 0
+
+
+def test_a_cycle_through_a_function_and_type_checking_is_reported(tmp_path):
+    write_tree(
+        tmp_path,
+        {
+            "responses_api/relay.py": "from .backends import failover\n",
+            "responses_api/backends/__init__.py": "",
+            "responses_api/backends/failover.py": """
+                from typing import TYPE_CHECKING
+
+                if TYPE_CHECKING:
+                    from responses_api.draining import Drain
+
+
+                def forward():
+                    from ..relay import Exchange
+            """,
+            "responses_api/draining.py": "import responses_api.relay\n",
+        },
+    )
+    problems = "\n".join(check_imports.check(tmp_path))
+    assert "Import cycles (1):" in problems
+    assert "responses_api.backends.failover -> responses_api.relay" in problems
+    assert "responses_api/backends/failover.py:9 imports responses_api.relay" in problems
+    assert "responses_api/backends/failover.py:5 imports responses_api.draining" in problems
+    assert "responses_api/draining.py:1 imports responses_api.relay" in problems
+
+
+def test_importing_a_package_counts_as_importing_its_init(tmp_path):
+    write_tree(
+        tmp_path,
+        {
+            "responses_api/translate/__init__.py": "from .stream import emit\n",
+            "responses_api/translate/stream.py": "import responses_api.translate.request\n",
+            "responses_api/translate/request.py": "",
+        },
+    )
+    problems = "\n".join(check_imports.check(tmp_path))
+    assert "responses_api.translate -> responses_api.translate.stream" in problems
+
+
+def test_upward_imports_and_imports_of_config_are_reported(tmp_path):
+    write_tree(
+        tmp_path,
+        {
+            "accounts/services.py": "def f():\n    from responses_api.auth import hash_key\n",
+            "responses_api/auth.py": "",
+            "responses_api/tasks.py": "from console.health import record\n",
+            "console/health.py": "from config import celery\n",
+            "config/celery.py": "",
+            "config/urls.py": "import accounts.services, console.health\n",
+        },
+    )
+    assert check_imports.check(tmp_path)[1:] == [
+        "  accounts/services.py:2: accounts.services imports responses_api.auth",
+        "  console/health.py:1: console.health imports config.celery",
+        "  responses_api/tasks.py:1: responses_api.tasks imports console.health",
+    ]
+    assert check_imports.main(["check_imports", str(tmp_path)]) == 1
+
+
+def test_migrations_are_not_read(tmp_path):
+    write_tree(tmp_path, {"accounts/migrations/0001_initial.py": "import console\n"})
+    assert check_imports.check(tmp_path) == []
