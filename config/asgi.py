@@ -8,26 +8,31 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_application = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.urls import re_path  # noqa: E402
+import re  # noqa: E402
+from typing import Any  # noqa: E402
+
+from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from responses_api import draining, routes  # noqa: E402
-from responses_api.consumers import ApiConsumer  # noqa: E402
+from responses_api.consumers import ApiConsumer, Receive, Send  # noqa: E402
 
 # Under daphne, SIGTERM drains the open exchanges before the process stops.
 draining.install()
 
-application = ProtocolTypeRouter(
-    {
-        "http": URLRouter(
-            [
-                # Every path the API's route table serves.
-                re_path(routes.asgi_pattern(), ApiConsumer.as_asgi()),
-                re_path(r"", django_application),
-            ]
-        ),
-    }
-)
+api_application = ApiConsumer()
+_API_PATHS = re.compile(routes.asgi_pattern())
+
+
+async def http_application(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    """Every path the API's route table serves goes to the API; the rest
+    (console, admin, health, metrics, the API's docs) to Django."""
+    if _API_PATHS.match(scope["path"].lstrip("/")):
+        await api_application(scope, receive, send)
+    else:
+        await django_application(scope, receive, send)
+
+
+application = ProtocolTypeRouter({"http": http_application})
 
 # Everything loaded so far lives as long as the process: move it out of the
 # cyclic collector's sight, so that collections triggered by requests' short-

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -34,8 +34,8 @@ from responses_api.responder import Responder
 
 log = logging.getLogger("switchyard.requests")
 
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[Mapping[str, Any]]]
+Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 
 class ClientGone(Exception):
@@ -44,10 +44,6 @@ class ClientGone(Exception):
 
 class ApiConsumer:
     """ASGI app for every path the route table serves (``routes.asgi_pattern``)."""
-
-    @classmethod
-    def as_asgi(cls) -> ApiConsumer:
-        return cls()
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         headers = {name.lower(): value for name, value in scope.get("headers", ())}
