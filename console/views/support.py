@@ -7,11 +7,12 @@ from django import forms
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from accounts.access import is_support, usage_for_support
+from accounts.access import is_support
 from accounts.models import Organisation
 from console.forms import STATUS_CHOICES, clean_request_id
 from console.usage import usage_filter
 from console.views.base import page_of, query_without_page
+from responses_api.access import usage_for_support
 
 
 class SupportSearchForm(forms.Form):
