@@ -81,7 +81,9 @@ def is_support(user: User | AnonymousUser) -> bool:
     return user.groups.filter(name=SUPPORT_GROUP).exists()
 
 
-def memberships_of(user: User) -> QuerySet[Membership]:
+def memberships_of(user: User | AnonymousUser) -> QuerySet[Membership]:
+    if not user.is_authenticated:
+        return Membership.objects.none()
     return (
         Membership.objects.filter(user=user)
         .select_related("organisation")
@@ -89,7 +91,7 @@ def memberships_of(user: User) -> QuerySet[Membership]:
     )
 
 
-def membership_of(user: User, organisation_id: int | None) -> Membership | None:
+def membership_of(user: User | AnonymousUser, organisation_id: int | None) -> Membership | None:
     if organisation_id is None:
         return None
     return memberships_of(user).filter(organisation_id=organisation_id).first()

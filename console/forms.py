@@ -40,6 +40,12 @@ class DateTimeLocalInput(forms.DateTimeInput):
         super().__init__(format="%Y-%m-%dT%H:%M", **kwargs)
 
 
+def set_choices(form: forms.BaseForm, name: str, choices: list[tuple[str, str]]) -> None:
+    field = form.fields[name]
+    assert isinstance(field, forms.ChoiceField)
+    field.choices = choices
+
+
 def _at_least_one(form: forms.BaseForm, *names: str) -> None:
     for name in names:
         field = form.fields[name]
@@ -93,7 +99,7 @@ class ApiKeyForm(forms.Form):
 
     def __init__(self, *args, model_ids: list[str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["allowed_models"].choices = [(m, m) for m in model_ids]
+        set_choices(self, "allowed_models", [(m, m) for m in model_ids])
 
 
 # --- Backends ----------------------------------------------------------------
@@ -188,7 +194,7 @@ class DeploymentForm(forms.Form):
     def __init__(self, *args, backends, **kwargs):
         super().__init__(*args, **kwargs)
         self.backends = {str(b.id): b for b in backends}
-        self.fields["backend"].choices = [(str(b.id), b.name) for b in backends]
+        set_choices(self, "backend", [(str(b.id), b.name) for b in backends])
 
     def clean_backend(self) -> Backend:
         return self.backends[self.cleaned_data["backend"]]
@@ -235,13 +241,15 @@ class UsageFilterForm(forms.Form):
 
     def __init__(self, *args, models: list[str], keys, backends, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["model"].choices = [("", "Any model")] + [(m, m) for m in models]
-        self.fields["key"].choices = [("", "Any key")] + [
-            (str(k.id), f"{k.name} ({k.prefix}…)") for k in keys
-        ]
-        self.fields["backend"].choices = [("", "Any backend")] + [
-            (str(b.id), b.name) for b in backends
-        ]
+        set_choices(self, "model", [("", "Any model")] + [(m, m) for m in models])
+        set_choices(
+            self,
+            "key",
+            [("", "Any key")] + [(str(k.id), f"{k.name} ({k.prefix}…)") for k in keys],
+        )
+        set_choices(
+            self, "backend", [("", "Any backend")] + [(str(b.id), b.name) for b in backends]
+        )
 
     def clean_request_id(self) -> str:
         return clean_request_id(self.cleaned_data.get("request_id", ""))

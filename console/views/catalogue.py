@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
@@ -48,7 +50,7 @@ def model_edit(request: HttpRequest, membership, model_id=None) -> HttpResponse:
             else:
                 messages.success(request, f"Model “{saved.public_id}” saved.")
                 return redirect("console:model_edit", model_id=saved.id)
-    context = {"form": form, "model": model, "deploy_form": deploy_form}
+    context: dict[str, Any] = {"form": form, "model": model, "deploy_form": deploy_form}
     if model is not None:
         context["deployments"] = model.deployments.select_related("backend")
         context["add_deploy_form"] = _deployment_form(membership)
@@ -87,7 +89,7 @@ def model_deploy(request: HttpRequest, membership, model_id) -> HttpResponse:
             backend = form.cleaned_data["backend"]
             messages.success(request, f"{backend.name} now serves this model.")
             return redirect("console:model_edit", model_id=model.id)
-    errors = "; ".join(e for errs in form.errors.values() for e in errs)
+    errors = "; ".join(str(e) for errs in form.errors.values() for e in errs)
     messages.error(request, f"Not added: {errors}")
     return redirect("console:model_edit", model_id=model.id)
 

@@ -17,9 +17,8 @@ from responses_api.access import models_for_member
 
 def key_list(request: HttpRequest, membership) -> HttpResponse:
     keys = list(api_keys_for_member(membership=membership))
-    for key in keys:
-        key.may_revoke = may_revoke(membership=membership, api_key=key)
-    return render(request, "console/keys.html", {"keys": keys})
+    revocable = {key.pk for key in keys if may_revoke(membership=membership, api_key=key)}
+    return render(request, "console/keys.html", {"keys": keys, "revocable": revocable})
 
 
 @require_http_methods(["GET", "POST"])

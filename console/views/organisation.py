@@ -3,6 +3,8 @@ organisation switcher."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth import login
 from django.core.exceptions import ValidationError
@@ -24,6 +26,7 @@ from accounts.access import (
     require,
 )
 from accounts.audit import Actor
+from accounts.models import Membership
 from accounts.services import (
     invitation_accept,
     invitation_create,
@@ -53,20 +56,23 @@ def _text(error: ValidationError) -> str:
     return " ".join(error.messages)
 
 
-def _members_context(membership, **extra) -> dict:
+def _members_context(membership: Membership, **extra: Any) -> dict[str, Any]:
     members = list(members_for_member(membership=membership))
-    for member in members:
-        member.manageable = can(membership, "member_manage") and (
-            member.role != "owner" or can(membership, "owner_manage")
-        )
+    manageable = {
+        member.pk
+        for member in members
+        if can(membership, "member_manage")
+        and (member.role != "owner" or can(membership, "owner_manage"))
+    }
     context = {
         "members": members,
+        "manageable": manageable,
         "invitations": invitations_for_member(membership=membership).filter(
             accepted_at__isnull=True, revoked_at__isnull=True
         ),
         "add_form": MemberAddForm(prefix="add"),
         "invite_form": InviteForm(prefix="invite"),
-        "role_choices": RoleForm.base_fields["role"].choices,
+        "role_choices": Membership.Role.choices,
         "may_grant_owner": can(membership, "owner_manage"),
     }
     context.update(extra)

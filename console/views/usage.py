@@ -11,7 +11,7 @@ from django.utils import timezone
 from accounts.access import api_keys_for_member, membership_of
 from console.forms import UsageFilterForm
 from console.usage import usage_csv_lines, usage_filter
-from console.views.base import is_htmx, page_of, query_without_page
+from console.views.base import ConsoleRequest, is_htmx, page_of, query_without_page
 from responses_api.access import (
     backends_for_member,
     get_usage_row_for_member,
@@ -65,7 +65,7 @@ def usage_export(request: HttpRequest, membership) -> StreamingHttpResponse:
     return response
 
 
-def trace_search(request: HttpRequest) -> HttpResponse:
+def trace_search(request: ConsoleRequest) -> HttpResponse:
     """The search box on every page: an X-Request-Id → its trace."""
     raw = (request.GET.get("q") or "").strip()
     console = request.console

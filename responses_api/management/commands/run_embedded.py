@@ -55,7 +55,7 @@ class Command(BaseCommand):
                 cwd=settings.BASE_DIR,
             ),
         ]
-        self.print_help(base, state)
+        self.print_welcome(base, state)
         stop = threading.Event()
         threading.Thread(target=self.health_loop, args=(stop,), daemon=True).start()
 
@@ -116,7 +116,7 @@ class Command(BaseCommand):
     def health_loop(self, stop: threading.Event) -> None:
         # Stands in for Celery beat: runs the task the beat schedule names
         # (it also keeps the console's health history).
-        check_backends = import_string(settings.CELERY_BEAT_SCHEDULE["backend-health"]["task"])
+        check_backends = import_string(str(settings.CELERY_BEAT_SCHEDULE["backend-health"]["task"]))
         stop.wait(2)
         while not stop.is_set():
             try:
@@ -125,7 +125,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"health check failed: {exc}")
             stop.wait(15)
 
-    def print_help(self, base: str, state: dict) -> None:
+    def print_welcome(self, base: str, state: dict) -> None:
         key, model = state["api_key"], state["model"]
         self.stdout.write(f"""
 Switchyard is running (embedded default: SQLite, in-process cache, simulator backend).
