@@ -1,5 +1,6 @@
-"""Who may see and change what in the console: the only way a view gets a
-tenant object.
+"""Who may see and change what: the only way a view gets a tenant object of
+accounts (``responses_api.access`` does the same for backends, models and
+usage, with the helpers defined here).
 
 Every ``get_<thing>_for_member`` filters by the member's organisation first,
 so another organisation's object is a 404 exactly like a missing one; only
@@ -25,14 +26,18 @@ read any organisation's usage log and trace any request id, read-only.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q, QuerySet
+from django.db.models import Model, QuerySet
 from django.http import Http404
 
 from accounts.models import ApiKey, AuditEntry, Invitation, Membership, Organisation
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
+
+M = TypeVar("M", bound=Model)
 
 SUPPORT_GROUP = "support"
 
@@ -68,7 +73,7 @@ def require(membership: Membership, capability: str) -> None:
         raise PermissionDenied(f"Your role ({membership.role}) may not do this.")
 
 
-def is_support(user: AbstractBaseUser | AnonymousUser) -> bool:
+def is_support(user: User | AnonymousUser) -> bool:
     if not user.is_authenticated or not user.is_active:
         return False
     if user.is_superuser:
@@ -76,7 +81,9 @@ def is_support(user: AbstractBaseUser | AnonymousUser) -> bool:
     return user.groups.filter(name=SUPPORT_GROUP).exists()
 
 
-def memberships_of(user: AbstractBaseUser) -> QuerySet[Membership]:
+def memberships_of(user: User | AnonymousUser) -> QuerySet[Membership]:
+    if not user.is_authenticated:
+        return Membership.objects.none()
     return (
         Membership.objects.filter(user=user)
         .select_related("organisation")
@@ -84,20 +91,22 @@ def memberships_of(user: AbstractBaseUser) -> QuerySet[Membership]:
     )
 
 
-def membership_of(user: AbstractBaseUser, organisation_id: int | None) -> Membership | None:
+def membership_of(user: User | AnonymousUser, organisation_id: int | None) -> Membership | None:
     if organisation_id is None:
         return None
     return memberships_of(user).filter(organisation_id=organisation_id).first()
 
 
-def _uuid(value: Any) -> uuid.UUID:
+def uuid_or_404(value: object) -> uuid.UUID:
+    """An opaque id from a URL; anything else is a missing object."""
     try:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
     except ValueError as exc:
         raise Http404("Not found.") from exc
 
 
-def _one(queryset: QuerySet, **lookup: Any) -> Any:
+def object_or_404(queryset: QuerySet[M], **lookup: Any) -> M:
+    """The one object of an already tenant-filtered queryset, or a 404."""
     obj = queryset.filter(**lookup).first()
     if obj is None:
         raise Http404("Not found.")
@@ -113,8 +122,10 @@ def api_keys_for_member(*, membership: Membership) -> QuerySet[ApiKey]:
     )
 
 
-def get_api_key_for_member(*, membership: Membership, key_id: Any, revoke: bool = False) -> ApiKey:
-    key = _one(api_keys_for_member(membership=membership), id=_uuid(key_id))
+def get_api_key_for_member(
+    *, membership: Membership, key_id: object, revoke: bool = False
+) -> ApiKey:
+    key = object_or_404(api_keys_for_member(membership=membership), id=uuid_or_404(key_id))
     if revoke and not may_revoke(membership=membership, api_key=key):
         raise PermissionDenied("You may revoke only the keys you created.")
     return key
@@ -124,71 +135,6 @@ def may_revoke(*, membership: Membership, api_key: ApiKey) -> bool:
     if can(membership, "key_revoke_any"):
         return True
     return can(membership, "key_create") and api_key.created_by_id == membership.user_id
-
-
-# --- Backends and models -----------------------------------------------------
-
-
-def backends_for_member(*, membership: Membership):
-    """The organisation's backends and the shared ones it may route to."""
-    from responses_api.models import Backend
-
-    return Backend.objects.filter(
-        Q(organisation_id=membership.organisation_id) | Q(organisation__isnull=True)
-    )
-
-
-def get_backend_for_member(*, membership: Membership, backend_id: Any, manage: bool = False):
-    backend = _one(backends_for_member(membership=membership), id=_uuid(backend_id))
-    if manage:
-        require(membership, "backend_manage")
-        if backend.organisation_id is None:
-            raise PermissionDenied("Shared backends are managed by platform staff.")
-    return backend
-
-
-def models_for_member(*, membership: Membership):
-    from responses_api.models import ServedModel
-
-    return ServedModel.objects.filter(organisation_id=membership.organisation_id)
-
-
-def get_model_for_member(*, membership: Membership, model_id: Any, manage: bool = False):
-    model = _one(models_for_member(membership=membership), id=_uuid(model_id))
-    if manage:
-        require(membership, "model_manage")
-    return model
-
-
-# --- Usage -------------------------------------------------------------------
-
-
-def usage_for_member(*, membership: Membership):
-    from responses_api.models import UsageLog
-
-    return UsageLog.objects.filter(organisation_id=membership.organisation_id)
-
-
-def get_usage_row_for_member(*, membership: Membership, request_id: Any):
-    return _one(
-        usage_for_member(membership=membership).select_related("organisation", "api_key"),
-        request_id=_uuid(request_id),
-    )
-
-
-def usage_for_support(*, user: AbstractBaseUser):
-    from responses_api.models import UsageLog
-
-    if not is_support(user):
-        raise Http404("Not found.")
-    return UsageLog.objects.all()
-
-
-def get_usage_row_for_support(*, user: AbstractBaseUser, request_id: Any):
-    return _one(
-        usage_for_support(user=user).select_related("organisation", "api_key"),
-        request_id=_uuid(request_id),
-    )
 
 
 # --- Members, invitations, audit, settings -----------------------------------
@@ -202,9 +148,11 @@ def members_for_member(*, membership: Membership) -> QuerySet[Membership]:
     )
 
 
-def get_membership_for_member(*, membership: Membership, member_id: Any) -> Membership:
+def get_membership_for_member(*, membership: Membership, member_id: object) -> Membership:
     """Another member of the same organisation, for managing them."""
-    target = _one(members_for_member(membership=membership), public_id=_uuid(member_id))
+    target = object_or_404(
+        members_for_member(membership=membership), public_id=uuid_or_404(member_id)
+    )
     require(membership, "member_manage")
     if target.role == OWNER:
         require(membership, "owner_manage")
@@ -215,8 +163,10 @@ def invitations_for_member(*, membership: Membership) -> QuerySet[Invitation]:
     return Invitation.objects.filter(organisation_id=membership.organisation_id)
 
 
-def get_invitation_for_member(*, membership: Membership, invitation_id: Any) -> Invitation:
-    invitation = _one(invitations_for_member(membership=membership), id=_uuid(invitation_id))
+def get_invitation_for_member(*, membership: Membership, invitation_id: object) -> Invitation:
+    invitation = object_or_404(
+        invitations_for_member(membership=membership), id=uuid_or_404(invitation_id)
+    )
     require(membership, "member_manage")
     return invitation
 

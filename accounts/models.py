@@ -137,16 +137,28 @@ class Invitation(models.Model):
 
 class AuditEntry(models.Model):
     """Who changed what in an organisation, and when. Written by every
-    state-changing console action; never holds a secret."""
+    service that changes state, whoever calls it; never holds a secret."""
 
+    class Source(models.TextChoices):
+        CONSOLE = "console", "Console"
+        API = "api", "REST API"
+        # A management command: whoever runs it has shell access, not a login.
+        CLI = "cli", "Command line"
+
+    # Null: a platform-wide change, such as a shared backend.
     organisation = models.ForeignKey(
-        Organisation, on_delete=models.CASCADE, related_name="audit_entries"
+        Organisation,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="audit_entries",
     )
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     # The actor's name at the time, kept when the user is deleted.
     actor_name = models.CharField(max_length=200, blank=True, default="")
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.CONSOLE)
     action = models.CharField(max_length=64)
     target = models.CharField(max_length=300, blank=True, default="")
     details = models.JSONField(default=dict, blank=True)
@@ -157,4 +169,5 @@ class AuditEntry(models.Model):
         indexes = [models.Index(fields=["organisation", "-created_at"], name="audit_org_time")]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.target}"
+        who = self.actor_name or self.get_source_display()
+        return f"{self.created_at:%Y-%m-%d %H:%M} {who} {self.action} {self.target}"

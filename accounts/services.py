@@ -1,33 +1,215 @@
-"""Writes to organisations, memberships and API keys."""
+"""Writes to organisations, memberships, invitations and API keys.
 
-from collections.abc import Iterable
-from datetime import datetime
+The one write path for these records: the console, the REST API and the
+management commands all call these functions, so every change is validated
+the same way and leaves an audit entry. Bad input raises
+:class:`~django.core.exceptions.ValidationError` keyed by field name; a rule
+about who may do what raises :class:`~django.core.exceptions.PermissionDenied`.
+"""
 
-from django.contrib.auth import get_user_model
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.contrib.auth import get_user_model, password_validation
+from django.core import signing
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.validators import validate_slug
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.audit import CLI, Actor, audit_record
 from accounts.keys import generate_key, hash_key, visible_prefix
-from accounts.models import ApiKey, Membership, Organisation
+from accounts.models import ApiKey, AuditEntry, Invitation, Membership, Organisation
+from accounts.signals import api_key_changed, organisation_settings_changed
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+INVITE_SALT = "switchyard.console.invitation"
+INVITE_DAYS = 7
+OWNER = Membership.Role.OWNER
 
 
-def organisation_ensure(*, slug: str, name: str | None = None) -> tuple[Organisation, bool]:
+# --- Validation helpers --------------------------------------------------------
+
+
+def _text(value: object, *, field: str, message: str, max_length: int = 200) -> str:
+    text = value.strip() if isinstance(value, str) else ""
+    if not text:
+        raise ValidationError({field: message})
+    if len(text) > max_length:
+        raise ValidationError({field: f"At most {max_length} characters."})
+    return text
+
+
+def _count(value: object, *, field: str, optional: bool = True) -> int | None:
+    """A positive integer (limits, hours, days); None when optional."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError({field: "Ensure this value is greater than or equal to 1."})
+    return value
+
+
+def _role(value: object) -> str:
+    if value not in Membership.Role.values:
+        raise ValidationError({"role": f"Pick one of: {', '.join(Membership.Role.values)}."})
+    return str(value)
+
+
+def _email(value: object) -> str:
+    return _text(value, field="email", message="Give an email address.", max_length=254).lower()
+
+
+def _has_account(email: str) -> User | None:
+    User = get_user_model()
+    return (
+        User.objects.filter(email__iexact=email).first()
+        or User.objects.filter(username__iexact=email).first()
+    )
+
+
+def _unknown_fields(data: Mapping[str, object], allowed: Iterable[str]) -> None:
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise ValidationError({name: "This field cannot be changed." for name in unknown})
+
+
+# --- Organisations ---------------------------------------------------------------
+
+
+@transaction.atomic
+def organisation_ensure(
+    *, slug: str, name: str | None = None, actor: Actor = CLI
+) -> tuple[Organisation, bool]:
+    """Create the organisation, or rename it; idempotent, for provisioning."""
+    try:
+        validate_slug(slug)
+    except ValidationError as exc:
+        raise ValidationError({"slug": exc.messages}) from exc
     org, created = Organisation.objects.get_or_create(slug=slug, defaults={"name": name or slug})
-    if not created and name and org.name != name:
+    if created:
+        audit_record(organisation=org, actor=actor, action="organisation.create", target=org.name)
+    elif name and org.name != name:
+        before = org.name
         org.name = name
         org.save(update_fields=["name"])
+        audit_record(
+            organisation=org,
+            actor=actor,
+            action="organisation.settings",
+            target=org.name,
+            details={"changed": {"name": [before, name]}},
+        )
     return org, created
+
+
+SETTINGS_FIELDS = (
+    "name",
+    "retention_policy",
+    "store_ttl_hours",
+    "usage_retention_days",
+    "default_rpm",
+    "default_tpm",
+    "default_concurrency",
+)
+
+
+def _settings_clean(data: Mapping[str, object]) -> dict[str, object]:
+    _unknown_fields(data, SETTINGS_FIELDS)
+    clean: dict[str, object] = {}
+    for field, value in data.items():
+        if field == "name":
+            clean[field] = _text(value, field=field, message="The organisation needs a name.")
+        elif field == "retention_policy":
+            if value not in Organisation.Retention.values:
+                raise ValidationError({field: "Pick one of the retention policies."})
+            clean[field] = value
+        else:
+            optional = field.startswith("default_")
+            clean[field] = _count(value, field=field, optional=optional)
+    return clean
+
+
+@transaction.atomic
+def organisation_settings_update(
+    *, organisation: Organisation, actor: Actor, data: Mapping[str, object]
+) -> Organisation:
+    """Change some of the organisation's settings (only the keys given); a
+    change that changes nothing writes nothing.
+
+    Every key of the organisation carries its limits and retention in the
+    API's cache, hence the signal."""
+    clean = _settings_clean(data)
+    organisation = Organisation.objects.select_for_update().get(pk=organisation.pk)
+    changes = {
+        field: [getattr(organisation, field), value]
+        for field, value in clean.items()
+        if getattr(organisation, field) != value
+    }
+    if not changes:
+        return organisation
+    for field in changes:
+        setattr(organisation, field, clean[field])
+    organisation.save(update_fields=list(changes))
+    organisation_settings_changed.send(sender=Organisation, organisation_id=organisation.pk)
+    audit_record(
+        organisation=organisation,
+        actor=actor,
+        action="organisation.settings",
+        target=organisation.name,
+        details={"changed": changes},
+    )
+    return organisation
+
+
+# --- Members ---------------------------------------------------------------------
+
+
+def _require_owner(*, actor: Actor, organisation: Organisation) -> None:
+    """Only owners make, unmake or invite owners. The command line may."""
+    if actor.user is None:
+        return
+    role = (
+        Membership.objects.filter(user=actor.user, organisation=organisation)
+        .values_list("role", flat=True)
+        .first()
+    )
+    if role != OWNER:
+        raise PermissionDenied("Only an owner may grant or remove the owner role.")
+
+
+def _keep_an_owner(member: Membership) -> None:
+    others = (
+        Membership.objects.filter(organisation_id=member.organisation_id, role=OWNER)
+        .exclude(pk=member.pk)
+        .exists()
+    )
+    if member.role == OWNER and not others:
+        raise ValidationError(
+            {"role": "An organisation always keeps an owner: make someone else owner first."}
+        )
 
 
 @transaction.atomic
 def member_ensure(
-    *, organisation: Organisation, email: str, role: str, password: str | None = None
+    *,
+    organisation: Organisation,
+    email: str,
+    role: str,
+    password: str | None = None,
+    actor: Actor = CLI,
 ) -> tuple[Membership, bool]:
-    """Add a person to an organisation, creating the user if needed.
+    """Add a person to an organisation with ``role``, creating the user if
+    needed; idempotent, for provisioning.
 
     Returns the membership and whether the user was created."""
+    email = _email(email)
+    role = _role(role)
     User = get_user_model()
-    email = email.strip().lower()
     user, user_created = User.objects.get_or_create(username=email, defaults={"email": email})
     if password:
         user.set_password(password)
@@ -35,45 +217,324 @@ def member_ensure(
     elif user_created:
         user.set_unusable_password()
         user.save(update_fields=["password"])
-    membership, _ = Membership.objects.update_or_create(
-        user=user, organisation=organisation, defaults={"role": role}
-    )
+    membership = Membership.objects.filter(user=user, organisation=organisation).first()
+    if membership is None:
+        membership = Membership.objects.create(user=user, organisation=organisation, role=role)
+        details: dict[str, Any] = {"role": role, "user_created": user_created}
+        audit_record(
+            organisation=organisation,
+            actor=actor,
+            action="member.add",
+            target=email,
+            details=details,
+        )
+    elif membership.role != role:
+        before = membership.role
+        membership.role = role
+        membership.save(update_fields=["role"])
+        audit_record(
+            organisation=organisation,
+            actor=actor,
+            action="member.role",
+            target=email,
+            details={"from": before, "to": role},
+        )
+    if password:
+        audit_record(organisation=organisation, actor=actor, action="member.password", target=email)
     return membership, user_created
 
 
+@transaction.atomic
+def member_add(*, organisation: Organisation, actor: Actor, email: str, role: str) -> Membership:
+    """Add a person who already has an account to the organisation."""
+    email = _email(email)
+    role = _role(role)
+    if role == OWNER:
+        _require_owner(actor=actor, organisation=organisation)
+    user = _has_account(email)
+    if user is None:
+        raise ValidationError({"email": f"No account uses {email}. Send an invitation instead."})
+    if Membership.objects.filter(user=user, organisation=organisation).exists():
+        raise ValidationError({"email": f"{email} is already a member."})
+    added = Membership.objects.create(user=user, organisation=organisation, role=role)
+    audit_record(
+        organisation=organisation,
+        actor=actor,
+        action="member.add",
+        target=email,
+        details={"role": role},
+    )
+    return added
+
+
+@transaction.atomic
+def member_role_set(*, member: Membership, actor: Actor, role: str) -> Membership:
+    """Give a member another role; the organisation always keeps an owner."""
+    role = _role(role)
+    organisation = member.organisation
+    if OWNER in (role, member.role):
+        _require_owner(actor=actor, organisation=organisation)
+    if member.role == role:
+        return member
+    _keep_an_owner(member)
+    before = member.role
+    member.role = role
+    member.save(update_fields=["role"])
+    audit_record(
+        organisation=organisation,
+        actor=actor,
+        action="member.role",
+        target=member.user.get_username(),
+        details={"from": before, "to": role},
+    )
+    return member
+
+
+@transaction.atomic
+def member_remove(*, member: Membership, actor: Actor) -> None:
+    """Take a person out of the organisation (their account stays)."""
+    organisation = member.organisation
+    if member.role == OWNER:
+        _require_owner(actor=actor, organisation=organisation)
+    _keep_an_owner(member)
+    name = member.user.get_username()
+    role = member.role
+    member.delete()
+    audit_record(
+        organisation=organisation,
+        actor=actor,
+        action="member.remove",
+        target=name,
+        details={"role": role},
+    )
+
+
+# --- Invitations -----------------------------------------------------------------
+
+
+def invitation_token(*, invitation: Invitation) -> str:
+    """The signed token of an invitation link; it names the invitation only."""
+    return signing.dumps({"i": str(invitation.id)}, salt=INVITE_SALT)
+
+
+def invitation_from_token(*, token: str) -> Invitation | None:
+    """The pending invitation a link names, or None (bad, used, expired, revoked)."""
+    try:
+        payload = signing.loads(token, salt=INVITE_SALT, max_age=timedelta(days=INVITE_DAYS))
+    except signing.BadSignature:
+        return None
+    invitation_id = payload.get("i") if isinstance(payload, dict) else None
+    if not isinstance(invitation_id, str):
+        return None
+    invitation = Invitation.objects.select_related("organisation").filter(id=invitation_id).first()
+    if invitation is None or invitation.status != "pending":
+        return None
+    return invitation
+
+
+@transaction.atomic
+def invitation_create(
+    *, organisation: Organisation, actor: Actor, email: str, role: str
+) -> tuple[Invitation, str]:
+    """Invite someone without an account; returns the invitation and the
+    token of its one-time link (sending it is the caller's business)."""
+    email = _email(email)
+    role = _role(role)
+    if role == OWNER:
+        _require_owner(actor=actor, organisation=organisation)
+    if _has_account(email) is not None:
+        raise ValidationError(
+            {"email": f"{email} already has an account: add them as an existing user."}
+        )
+    invitation = Invitation.objects.create(
+        organisation=organisation,
+        email=email,
+        role=role,
+        invited_by=actor.user,
+        expires_at=timezone.now() + timedelta(days=INVITE_DAYS),
+    )
+    audit_record(
+        organisation=organisation,
+        actor=actor,
+        action="member.invite",
+        target=email,
+        details={"role": role, "invitation_id": str(invitation.id)},
+    )
+    return invitation, invitation_token(invitation=invitation)
+
+
+@transaction.atomic
+def invitation_revoke(*, invitation: Invitation, actor: Actor) -> Invitation:
+    """Withdraw a pending invitation; its link stops working."""
+    if invitation.status != "pending":
+        return invitation
+    invitation.revoked_at = timezone.now()
+    invitation.save(update_fields=["revoked_at"])
+    audit_record(
+        organisation=invitation.organisation,
+        actor=actor,
+        action="member.invite_revoke",
+        target=invitation.email,
+        details={"invitation_id": str(invitation.id)},
+    )
+    return invitation
+
+
+@transaction.atomic
+def invitation_accept(
+    *,
+    invitation: Invitation,
+    password: str,
+    source: AuditEntry.Source = AuditEntry.Source.CONSOLE,
+) -> User:
+    """Create the invited person's account and membership; the link is spent."""
+    invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    if invitation.status != "pending":
+        raise ValidationError("This invitation has already been used or has expired.")
+    User = get_user_model()
+    if User.objects.filter(username__iexact=invitation.email).exists():
+        raise ValidationError("An account with this email exists already: sign in instead.")
+    probe = User(username=invitation.email, email=invitation.email)
+    try:
+        password_validation.validate_password(password, probe)
+    except ValidationError as exc:
+        raise ValidationError({"password": exc.messages}) from exc
+    user = User.objects.create_user(
+        username=invitation.email, email=invitation.email, password=password
+    )
+    Membership.objects.create(user=user, organisation=invitation.organisation, role=invitation.role)
+    invitation.accepted_at = timezone.now()
+    invitation.save(update_fields=["accepted_at"])
+    audit_record(
+        organisation=invitation.organisation,
+        actor=Actor(user=user, source=source),
+        action="member.join",
+        target=invitation.email,
+        details={"role": invitation.role, "invitation_id": str(invitation.id)},
+    )
+    return user
+
+
+# --- API keys --------------------------------------------------------------------
+
+KEY_FIELDS = ("name", "allowed_models", "rpm", "tpm", "concurrency", "expires_at")
+
+
+def _key_clean(data: Mapping[str, object]) -> dict[str, Any]:
+    _unknown_fields(data, KEY_FIELDS)
+    clean: dict[str, Any] = {}
+    for field, value in data.items():
+        if field == "name":
+            clean[field] = _text(value, field=field, message="Give the key a name.")
+        elif field == "allowed_models":
+            if isinstance(value, str) or not isinstance(value, Iterable):
+                raise ValidationError({field: "A list of model ids."})
+            models = [m for m in value if isinstance(m, str)]
+            if len(models) != len(list(value)) or any(not m or m != m.strip() for m in models):
+                raise ValidationError({field: "A list of model ids."})
+            clean[field] = sorted(set(models))
+        elif field == "expires_at":
+            if value is not None and not isinstance(value, datetime):
+                raise ValidationError({field: "A date and time."})
+            if value is not None and value <= timezone.now():
+                raise ValidationError({field: "The expiry must be in the future."})
+            clean[field] = value
+        else:
+            clean[field] = _count(value, field=field)
+    return clean
+
+
+def _key_details(key: ApiKey) -> dict[str, Any]:
+    return {
+        "key_id": str(key.id),
+        "allowed_models": key.allowed_models,
+        "rpm": key.rpm,
+        "tpm": key.tpm,
+        "concurrency": key.concurrency,
+        "expires_at": key.expires_at.isoformat() if key.expires_at else None,
+    }
+
+
+@transaction.atomic
 def api_key_create(
     *,
     organisation: Organisation,
     name: str,
-    created_by=None,
+    actor: Actor = CLI,
+    created_by: User | None = None,
     allowed_models: Iterable[str] = (),
     rpm: int | None = None,
     tpm: int | None = None,
     concurrency: int | None = None,
     expires_at: datetime | None = None,
 ) -> tuple[ApiKey, str]:
-    """Create a key; the full key is returned once and never stored."""
+    """Create a key; the full key is returned once and never stored.
+
+    ``created_by`` is whose key it is (a developer may revoke their own);
+    it defaults to the actor."""
+    clean = _key_clean(
+        {
+            "name": name,
+            "allowed_models": list(allowed_models),
+            "rpm": rpm,
+            "tpm": tpm,
+            "concurrency": concurrency,
+            "expires_at": expires_at,
+        }
+    )
     raw = generate_key()
     key = ApiKey.objects.create(
         organisation=organisation,
-        name=name,
-        created_by=created_by,
+        created_by=created_by if created_by is not None else actor.user,
         prefix=visible_prefix(raw),
         key_hash=hash_key(raw),
-        allowed_models=sorted(set(allowed_models)),
-        rpm=rpm,
-        tpm=tpm,
-        concurrency=concurrency,
-        expires_at=expires_at,
+        **clean,
+    )
+    audit_record(
+        organisation=organisation,
+        actor=actor,
+        action="api_key.create",
+        target=f"{key.name} ({key.prefix}…)",
+        details=_key_details(key),
     )
     return key, raw
 
 
-def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
-    from responses_api.auth import forget_key
+@transaction.atomic
+def api_key_update(*, api_key: ApiKey, actor: Actor, data: Mapping[str, object]) -> ApiKey:
+    """Rename a key or change what it may do (only the fields given); a
+    change that changes nothing writes nothing."""
+    clean = _key_clean(data)
+    changed = [field for field, value in clean.items() if getattr(api_key, field) != value]
+    if not changed:
+        return api_key
+    for field in changed:
+        setattr(api_key, field, clean[field])
+    api_key.save(update_fields=changed)
+    api_key_changed.send(sender=ApiKey, key_hash=api_key.key_hash)
+    audit_record(
+        organisation=api_key.organisation,
+        actor=actor,
+        action="api_key.update",
+        target=f"{api_key.name} ({api_key.prefix}…)",
+        details={**_key_details(api_key), "changed": changed},
+    )
+    return api_key
 
+
+@transaction.atomic
+def api_key_revoke(*, api_key: ApiKey, actor: Actor = CLI) -> ApiKey:
+    """Revoke a key at once; revoking twice changes nothing."""
     if api_key.revoked_at is None:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
-    forget_key(api_key.key_hash)
+        audit_record(
+            organisation=api_key.organisation,
+            actor=actor,
+            action="api_key.revoke",
+            target=f"{api_key.name} ({api_key.prefix}…)",
+            details={"key_id": str(api_key.id)},
+        )
+    # Also when it was revoked already: a cache may still hold it.
+    api_key_changed.send(sender=ApiKey, key_hash=api_key.key_hash)
     return api_key

@@ -162,10 +162,10 @@ else:
     CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BEAT_SCHEDULE = {
-    "backend-health": {"task": "responses_api.tasks.check_backends", "schedule": 15.0},
+    "backend-health": {"task": "console.tasks.check_backends", "schedule": 15.0},
     "usage-drain": {"task": "responses_api.tasks.drain_usage", "schedule": 5.0},
     "health-history-purge": {
-        "task": "responses_api.tasks.purge_health_history",
+        "task": "console.tasks.purge_health_history",
         "schedule": 3600.0,
     },
 }

@@ -1,19 +1,22 @@
-"""Console forms: validation at the edge, with messages a person can act on."""
+"""Console forms: they parse what a person typed into the values the services
+take. The domain rules (names taken, ranges, who may do what) live in the
+services, whose :class:`~django.core.exceptions.ValidationError` the views
+put back on the form, field by field."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from decimal import Decimal
+from typing import Any
 
 from django import forms
 from django.contrib.auth import password_validation
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
-from django.utils import timezone
 
 from accounts.models import Membership, Organisation
-from console.services import MODEL_FIELDS
 from responses_api.models import Backend, ServedModel
+from responses_api.services import MODEL_FIELDS
 
 
 def clean_request_id(value: str) -> str:
@@ -37,11 +40,37 @@ class DateTimeLocalInput(forms.DateTimeInput):
         super().__init__(format="%Y-%m-%dT%H:%M", **kwargs)
 
 
+def set_choices(form: forms.BaseForm, name: str, choices: list[tuple[str, str]]) -> None:
+    field = form.fields[name]
+    assert isinstance(field, forms.ChoiceField)
+    field.choices = choices
+
+
 def _at_least_one(form: forms.BaseForm, *names: str) -> None:
     for name in names:
         field = form.fields[name]
         field.validators.append(MinValueValidator(1, "At least 1."))
         field.widget.attrs["min"] = 1
+
+
+def errors_onto(form: forms.BaseForm, error: ValidationError) -> None:
+    """A service's error on the form: on its field when the form has one."""
+    if not hasattr(error, "error_dict"):
+        form.add_error(None, error)
+        return
+    for field, errors in error.error_dict.items():
+        form.add_error(field if field in form.fields else None, errors)
+
+
+class ServiceForm(forms.ModelForm):
+    """Fields and initial values come from the model, but the form never
+    touches the instance: the service validates, compares and writes."""
+
+    def _post_clean(self) -> None:
+        pass
+
+    def save(self, commit: bool = True) -> Any:
+        raise NotImplementedError("Call the service that owns this record.")
 
 
 def _limit(label: str, help_text: str) -> forms.IntegerField:
@@ -70,25 +99,13 @@ class ApiKeyForm(forms.Form):
 
     def __init__(self, *args, model_ids: list[str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["allowed_models"].choices = [(m, m) for m in model_ids]
-
-    def clean_name(self) -> str:
-        name = self.cleaned_data["name"].strip()
-        if not name:
-            raise forms.ValidationError("Give the key a name.")
-        return name
-
-    def clean_expires_at(self):
-        value = self.cleaned_data.get("expires_at")
-        if value is not None and value <= timezone.now():
-            raise forms.ValidationError("The expiry must be in the future.")
-        return value
+        set_choices(self, "allowed_models", [(m, m) for m in model_ids])
 
 
 # --- Backends ----------------------------------------------------------------
 
 
-class BackendForm(forms.ModelForm):
+class BackendForm(ServiceForm):
     upstream_key = forms.CharField(
         required=False,
         label="Upstream API key",
@@ -97,10 +114,10 @@ class BackendForm(forms.ModelForm):
         help_text="Write-only: it is stored encrypted and never shown again. "
         "Leave empty to keep the current one.",
     )
-    base_url = forms.URLField(
+    # Not a URLField: its validator refuses single-label hosts (http://vllm:8000/v1).
+    base_url = forms.CharField(
         label="Base URL",
         max_length=500,
-        assume_scheme="http",
         help_text="The OpenAI-compatible root, ending in /v1, e.g. http://gpu1:8000/v1",
     )
     clear_upstream_key = forms.BooleanField(required=False, label="Remove the stored upstream key")
@@ -114,31 +131,24 @@ class BackendForm(forms.ModelForm):
             "dialect": "Decides how reasoning and thinking budgets are passed.",
         }
 
-    def __init__(self, *args, organisation: Organisation, **kwargs):
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.organisation = organisation
         _at_least_one(self, "max_concurrency")
 
-    def clean_name(self) -> str:
-        name = self.cleaned_data["name"].strip()
-        clash = Backend.objects.filter(organisation=self.organisation, name=name)
-        if self.instance.pk:
-            clash = clash.exclude(pk=self.instance.pk)
-        if clash.exists():
-            raise forms.ValidationError(f"A backend named “{name}” exists already.")
-        return name
-
-    def clean_base_url(self) -> str:
-        url = self.cleaned_data["base_url"].strip().rstrip("/")
-        if not url.startswith(("http://", "https://")):
-            raise forms.ValidationError("Use an http:// or https:// URL.")
-        return url
+    def service_data(self) -> dict[str, Any]:
+        """The fields as ``backend_create``/``backend_update`` take them."""
+        data = {f: self.cleaned_data[f] for f in self.Meta.fields}
+        if self.cleaned_data["upstream_key"]:
+            data["upstream_key"] = self.cleaned_data["upstream_key"]
+        elif self.cleaned_data["clear_upstream_key"]:
+            data["upstream_key"] = None
+        return data
 
 
 # --- Models ------------------------------------------------------------------
 
 
-class ServedModelForm(forms.ModelForm):
+class ServedModelForm(ServiceForm):
     aliases = forms.CharField(
         required=False,
         help_text="Other names clients may use, separated by commas.",
@@ -161,69 +171,18 @@ class ServedModelForm(forms.ModelForm):
             "top_p": "Recommended; used when a request sets none.",
         }
 
-    def __init__(self, *args, organisation: Organisation, **kwargs):
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.organisation = organisation
         if self.instance.pk:
             self.initial["aliases"] = ", ".join(self.instance.aliases or [])
         _at_least_one(self, "context_window", "max_output_tokens", "default_max_output_tokens")
 
-    def _taken(self) -> set[str]:
-        others = ServedModel.objects.filter(organisation=self.organisation)
-        if self.instance.pk:
-            others = others.exclude(pk=self.instance.pk)
-        taken = set()
-        for public_id, aliases in others.values_list("public_id", "aliases"):
-            taken.add(public_id)
-            taken.update(aliases or [])
-        return taken
-
-    def clean_public_id(self) -> str:
-        value = self.cleaned_data["public_id"].strip()
-        if not value or any(c.isspace() for c in value):
-            raise forms.ValidationError("A model id has no spaces.")
-        if value in self._taken():
-            raise forms.ValidationError(f"“{value}” is already a model id or alias.")
-        return value
-
     def clean_aliases(self) -> list[str]:
         raw = self.cleaned_data.get("aliases") or ""
-        aliases = [a.strip() for a in raw.split(",") if a.strip()]
-        bad = [a for a in aliases if any(c.isspace() for c in a)]
-        if bad:
-            raise forms.ValidationError(f"An alias has no spaces: “{bad[0]}”.")
-        taken = self._taken() & set(aliases)
-        if taken:
-            raise forms.ValidationError(f"“{sorted(taken)[0]}” already names another model.")
-        return list(dict.fromkeys(aliases))
+        return [a.strip() for a in raw.split(",") if a.strip()]
 
-    def clean_temperature(self):
-        value = self.cleaned_data.get("temperature")
-        if value is not None and not 0 <= value <= 2:
-            raise forms.ValidationError("Between 0 and 2.")
-        return value
-
-    def clean_top_p(self):
-        value = self.cleaned_data.get("top_p")
-        if value is not None and not 0 < value <= 1:
-            raise forms.ValidationError("Greater than 0 and at most 1.")
-        return value
-
-    def clean(self):
-        data = super().clean()
-        if data.get("public_id") and data.get("public_id") in (data.get("aliases") or []):
-            self.add_error("aliases", "An alias cannot repeat the model id.")
-        cap, default = data.get("max_output_tokens"), data.get("default_max_output_tokens")
-        if cap and default and default > cap:
-            self.add_error("default_max_output_tokens", "Cannot exceed the max output tokens.")
-        window = data.get("context_window")
-        if window and cap and cap > window:
-            self.add_error("max_output_tokens", "Cannot exceed the context window.")
-        for name in ("price_input", "price_cached_input", "price_output"):
-            value = data.get(name)
-            if value is not None and value < Decimal(0):
-                self.add_error(name, "A price cannot be negative.")
-        return data
+    def service_data(self) -> dict[str, Any]:
+        return {f: self.cleaned_data[f] for f in MODEL_FIELDS}
 
 
 class DeploymentForm(forms.Form):
@@ -235,7 +194,7 @@ class DeploymentForm(forms.Form):
     def __init__(self, *args, backends, **kwargs):
         super().__init__(*args, **kwargs)
         self.backends = {str(b.id): b for b in backends}
-        self.fields["backend"].choices = [(str(b.id), b.name) for b in backends]
+        set_choices(self, "backend", [(str(b.id), b.name) for b in backends])
 
     def clean_backend(self) -> Backend:
         return self.backends[self.cleaned_data["backend"]]
@@ -282,13 +241,15 @@ class UsageFilterForm(forms.Form):
 
     def __init__(self, *args, models: list[str], keys, backends, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["model"].choices = [("", "Any model")] + [(m, m) for m in models]
-        self.fields["key"].choices = [("", "Any key")] + [
-            (str(k.id), f"{k.name} ({k.prefix}…)") for k in keys
-        ]
-        self.fields["backend"].choices = [("", "Any backend")] + [
-            (str(b.id), b.name) for b in backends
-        ]
+        set_choices(self, "model", [("", "Any model")] + [(m, m) for m in models])
+        set_choices(
+            self,
+            "key",
+            [("", "Any key")] + [(str(k.id), f"{k.name} ({k.prefix}…)") for k in keys],
+        )
+        set_choices(
+            self, "backend", [("", "Any backend")] + [(str(b.id), b.name) for b in backends]
+        )
 
     def clean_request_id(self) -> str:
         return clean_request_id(self.cleaned_data.get("request_id", ""))
@@ -335,7 +296,7 @@ class AcceptInvitationForm(forms.Form):
         return data
 
 
-class OrganisationSettingsForm(forms.ModelForm):
+class OrganisationSettingsForm(ServiceForm):
     class Meta:
         model = Organisation
         fields = [
@@ -372,8 +333,5 @@ class OrganisationSettingsForm(forms.ModelForm):
             "default_concurrency",
         )
 
-    def clean_name(self) -> str:
-        name = self.cleaned_data["name"].strip()
-        if not name:
-            raise forms.ValidationError("The organisation needs a name.")
-        return name
+    def service_data(self) -> dict[str, Any]:
+        return {f: self.cleaned_data[f] for f in self.Meta.fields}

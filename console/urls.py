@@ -63,7 +63,11 @@ urlpatterns = [
     path("trace/<uuid:request_id>/", member_view()(usage.trace_page), name="trace"),
     # Members, settings, audit
     path("members/", member_view()(organisation.members_page), name="members"),
-    path("members/add/", member_view("member_manage")(organisation.member_add), name="member_add"),
+    path(
+        "members/add/",
+        member_view("member_manage")(organisation.member_add_page),
+        name="member_add",
+    ),
     path(
         "members/invite/",
         member_view("member_manage")(organisation.member_invite),

@@ -1,6 +1,35 @@
+from typing import Any
+
 from django.apps import AppConfig
 
 
 class ResponsesApiConfig(AppConfig):
     name = "responses_api"
     verbose_name = "Responses API"
+
+    def ready(self) -> None:
+        # accounts may not import the API, so the API listens for the changes
+        # that its per-process caches of keys and organisations must see.
+        from accounts.signals import api_key_changed, organisation_settings_changed
+
+        api_key_changed.connect(_forget_key, dispatch_uid="responses_api.forget_key")
+        organisation_settings_changed.connect(
+            _forget_organisation, dispatch_uid="responses_api.forget_organisation"
+        )
+
+
+def _forget_key(*, key_hash: str, **_: Any) -> None:
+    from responses_api.auth import forget_key
+
+    forget_key(key_hash)
+
+
+def _forget_organisation(*, organisation_id: int, **_: Any) -> None:
+    from accounts.models import ApiKey
+    from responses_api import catalog
+    from responses_api.auth import forget_key
+
+    keys = ApiKey.objects.filter(organisation_id=organisation_id)
+    for key_hash in keys.values_list("key_hash", flat=True):
+        forget_key(key_hash)
+    catalog.forget(organisation_id)

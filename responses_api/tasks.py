@@ -1,4 +1,8 @@
-"""Celery tasks: each takes ids (or nothing) and calls one domain function."""
+"""Celery tasks: each takes ids (or nothing) and calls one domain function.
+
+The scheduled health check is ``console.tasks.check_backends``: it runs the
+same check and also keeps the console's health history, which this app
+cannot write (apps import only downward)."""
 
 from celery import shared_task
 from django.conf import settings
@@ -6,13 +10,13 @@ from django.conf import settings
 
 @shared_task
 def check_backends() -> int:
-    from console.health import backend_check_recorded
+    """Check every enabled backend now, updating its health (no history)."""
+    from responses_api.backends.health import backend_check
     from responses_api.models import Backend
 
     checked = 0
     for backend in Backend.objects.filter(enabled=True):
-        # Also records the check for the console's health history.
-        backend_check_recorded(backend=backend)
+        backend_check(backend=backend)
         checked += 1
     return checked
 
@@ -25,10 +29,3 @@ def drain_usage() -> int:
     from responses_api.usage import drain_redis, redis_client
 
     return drain_redis(redis_client(), consumer="celery")
-
-
-@shared_task
-def purge_health_history() -> int:
-    from console.health import health_history_purge
-
-    return health_history_purge()

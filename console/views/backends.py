@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts.access import backends_for_member, get_backend_for_member
-from console.forms import BackendForm
-from console.services import backend_save, backend_test
+from accounts.audit import Actor
+from console.forms import BackendForm, errors_onto
+from console.health import backend_connection_test
 from console.views.base import is_htmx
+from responses_api.access import backends_for_member, get_backend_for_member
+from responses_api.services import backend_create, backend_update
 
 HISTORY_ROWS = 50
 
@@ -42,18 +45,21 @@ def backend_edit(request: HttpRequest, membership, backend_id=None) -> HttpRespo
     backend = None
     if backend_id is not None:
         backend = get_backend_for_member(membership=membership, backend_id=backend_id, manage=True)
-    form = BackendForm(request.POST or None, instance=backend, organisation=membership.organisation)
+    form = BackendForm(request.POST or None, instance=backend)
     if request.method == "POST" and form.is_valid():
-        data = {f: form.cleaned_data[f] for f in form.Meta.fields}
-        saved = backend_save(
-            membership=membership,
-            backend=backend,
-            data=data,
-            upstream_key=form.cleaned_data["upstream_key"],
-            clear_upstream_key=form.cleaned_data["clear_upstream_key"],
-        )
-        messages.success(request, f"Backend “{saved.name}” saved.")
-        return redirect("console:backend", backend_id=saved.id)
+        actor = Actor.console(membership.user)
+        try:
+            if backend is None:
+                saved = backend_create(
+                    organisation=membership.organisation, actor=actor, **form.service_data()
+                )
+            else:
+                saved = backend_update(backend=backend, actor=actor, data=form.service_data())
+        except ValidationError as exc:
+            errors_onto(form, exc)
+        else:
+            messages.success(request, f"Backend “{saved.name}” saved.")
+            return redirect("console:backend", backend_id=saved.id)
     return render(
         request,
         "console/backend_form.html",
@@ -68,7 +74,7 @@ def backend_edit(request: HttpRequest, membership, backend_id=None) -> HttpRespo
 @require_POST
 def backend_check(request: HttpRequest, membership, backend_id) -> HttpResponse:
     backend = get_backend_for_member(membership=membership, backend_id=backend_id, manage=True)
-    result, check = backend_test(membership=membership, backend=backend)
+    result, check = backend_connection_test(backend=backend, actor=Actor.console(membership.user))
     if is_htmx(request):
         # The outcome, the refreshed health and the history, without a reload.
         backend.refresh_from_db()

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import wraps
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import redirect, render
 
 from accounts.access import capabilities, is_support, memberships_of, require
@@ -48,7 +48,13 @@ def console_for(request: HttpRequest) -> Console:
     )
 
 
-ViewFn = Callable[..., HttpResponse]
+class ConsoleRequest(HttpRequest):
+    """For type checkers: a request the console decorators have seen."""
+
+    console: Console
+
+
+ViewFn = Callable[..., HttpResponseBase]
 
 
 def member_view(capability: str = "view") -> Callable[[ViewFn], ViewFn]:
@@ -59,8 +65,8 @@ def member_view(capability: str = "view") -> Callable[[ViewFn], ViewFn]:
     def decorator(view: ViewFn) -> ViewFn:
         @login_required
         @wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            request.console = console = console_for(request)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            console = cast(ConsoleRequest, request).console = console_for(request)
             if console.membership is None:
                 if console.support:
                     return redirect("console:support")
@@ -78,8 +84,8 @@ def signed_in_view(view: ViewFn) -> ViewFn:
 
     @login_required
     @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        request.console = console_for(request)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        cast(ConsoleRequest, request).console = console_for(request)
         return view(request, *args, **kwargs)
 
     return wrapper

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts.access import (
+from accounts.audit import Actor
+from console.forms import DeploymentForm, ServedModelForm, errors_onto
+from responses_api.access import (
     backends_for_member,
     get_backend_for_member,
     get_model_for_member,
     models_for_member,
 )
-from console.forms import DeploymentForm, ServedModelForm
-from console.services import MODEL_FIELDS, deployment_remove, deployment_set, model_save
+from responses_api.services import deployment_remove, deployment_set, model_create, model_update
 
 
 def model_list(request: HttpRequest, membership) -> HttpResponse:
@@ -34,29 +38,37 @@ def model_edit(request: HttpRequest, membership, model_id=None) -> HttpResponse:
         model = get_model_for_member(
             membership=membership, model_id=model_id, manage=request.method == "POST"
         )
-    form = ServedModelForm(
-        request.POST or None, instance=model, organisation=membership.organisation
-    )
+    form = ServedModelForm(request.POST or None, instance=model)
     deploy_form = _deployment_form(membership, request.POST or None) if model is None else None
     if request.method == "POST":
         valid = form.is_valid() and (deploy_form is None or deploy_form.is_valid())
         if valid:
-            data = {f: form.cleaned_data[f] for f in MODEL_FIELDS}
-            saved = model_save(membership=membership, model=model, data=data)
-            if deploy_form is not None:
-                deployment_set(
-                    membership=membership,
-                    model=saved,
-                    backend=deploy_form.cleaned_data["backend"],
-                    upstream_name=deploy_form.cleaned_data["upstream_name"],
-                )
-            messages.success(request, f"Model “{saved.public_id}” saved.")
-            return redirect("console:model_edit", model_id=saved.id)
-    context = {"form": form, "model": model, "deploy_form": deploy_form}
+            try:
+                saved = _model_save(membership, model, form, deploy_form)
+            except ValidationError as exc:
+                errors_onto(form, exc)
+            else:
+                messages.success(request, f"Model “{saved.public_id}” saved.")
+                return redirect("console:model_edit", model_id=saved.id)
+    context: dict[str, Any] = {"form": form, "model": model, "deploy_form": deploy_form}
     if model is not None:
         context["deployments"] = model.deployments.select_related("backend")
         context["add_deploy_form"] = _deployment_form(membership)
     return render(request, "console/model_form.html", context)
+
+
+def _model_save(membership, model, form: ServedModelForm, deploy_form: DeploymentForm | None):
+    actor = Actor.console(membership.user)
+    if model is not None:
+        return model_update(model=model, actor=actor, data=form.service_data())
+    data = form.service_data()
+    return model_create(
+        organisation=membership.organisation,
+        actor=actor,
+        backend=deploy_form.cleaned_data["backend"] if deploy_form else None,
+        upstream_name=deploy_form.cleaned_data["upstream_name"] if deploy_form else None,
+        **data,
+    )
 
 
 @require_POST
@@ -64,16 +76,21 @@ def model_deploy(request: HttpRequest, membership, model_id) -> HttpResponse:
     model = get_model_for_member(membership=membership, model_id=model_id, manage=True)
     form = _deployment_form(membership, request.POST)
     if form.is_valid():
-        deployment_set(
-            membership=membership,
-            model=model,
-            backend=form.cleaned_data["backend"],
-            upstream_name=form.cleaned_data["upstream_name"],
-        )
-        messages.success(request, f"{form.cleaned_data['backend'].name} now serves this model.")
-    else:
-        errors = "; ".join(e for errs in form.errors.values() for e in errs)
-        messages.error(request, f"Not added: {errors}")
+        try:
+            deployment_set(
+                model=model,
+                backend=form.cleaned_data["backend"],
+                actor=Actor.console(membership.user),
+                upstream_name=form.cleaned_data["upstream_name"],
+            )
+        except ValidationError as exc:
+            errors_onto(form, exc)
+        else:
+            backend = form.cleaned_data["backend"]
+            messages.success(request, f"{backend.name} now serves this model.")
+            return redirect("console:model_edit", model_id=model.id)
+    errors = "; ".join(str(e) for errs in form.errors.values() for e in errs)
+    messages.error(request, f"Not added: {errors}")
     return redirect("console:model_edit", model_id=model.id)
 
 
@@ -81,6 +98,6 @@ def model_deploy(request: HttpRequest, membership, model_id) -> HttpResponse:
 def model_undeploy(request: HttpRequest, membership, model_id, backend_id) -> HttpResponse:
     model = get_model_for_member(membership=membership, model_id=model_id, manage=True)
     backend = get_backend_for_member(membership=membership, backend_id=backend_id)
-    deployment_remove(membership=membership, model=model, backend=backend)
+    deployment_remove(model=model, backend=backend, actor=Actor.console(membership.user))
     messages.success(request, f"{backend.name} no longer serves this model.")
     return redirect("console:model_edit", model_id=model.id)

@@ -7,9 +7,9 @@ from datetime import timedelta
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from accounts.access import usage_for_member
 from console import charts
 from console.stats import WINDOWS, dashboard_build
+from responses_api.access import usage_for_member
 
 
 def _label(start, bucket: timedelta) -> str:

@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from accounts.access import (
-    api_keys_for_member,
-    get_api_key_for_member,
-    may_revoke,
-    models_for_member,
-)
-from console.forms import ApiKeyForm
-from console.services import console_key_create, console_key_revoke
+from accounts.access import api_keys_for_member, get_api_key_for_member, may_revoke
+from accounts.audit import Actor
+from accounts.services import api_key_create, api_key_revoke
+from console.forms import ApiKeyForm, errors_onto
+from responses_api.access import models_for_member
 
 
 def key_list(request: HttpRequest, membership) -> HttpResponse:
     keys = list(api_keys_for_member(membership=membership))
-    for key in keys:
-        key.may_revoke = may_revoke(membership=membership, api_key=key)
-    return render(request, "console/keys.html", {"keys": keys})
+    revocable = {key.pk for key in keys if may_revoke(membership=membership, api_key=key)}
+    return render(request, "console/keys.html", {"keys": keys, "revocable": revocable})
 
 
 @require_http_methods(["GET", "POST"])
@@ -29,11 +26,19 @@ def key_create(request: HttpRequest, membership) -> HttpResponse:
     model_ids = list(models_for_member(membership=membership).values_list("public_id", flat=True))
     form = ApiKeyForm(request.POST or None, model_ids=model_ids)
     if request.method == "POST" and form.is_valid():
-        key, raw = console_key_create(membership=membership, **form.cleaned_data)
-        response = render(request, "console/key_created.html", {"key": key, "raw_key": raw})
-        # The full key is on this page only: never keep it in a cache.
-        response["Cache-Control"] = "no-store"
-        return response
+        try:
+            key, raw = api_key_create(
+                organisation=membership.organisation,
+                actor=Actor.console(membership.user),
+                **form.cleaned_data,
+            )
+        except ValidationError as exc:
+            errors_onto(form, exc)
+        else:
+            response = render(request, "console/key_created.html", {"key": key, "raw_key": raw})
+            # The full key is on this page only: never keep it in a cache.
+            response["Cache-Control"] = "no-store"
+            return response
     return render(request, "console/key_form.html", {"form": form})
 
 
@@ -41,7 +46,7 @@ def key_create(request: HttpRequest, membership) -> HttpResponse:
 def key_revoke(request: HttpRequest, membership, key_id) -> HttpResponse:
     key = get_api_key_for_member(membership=membership, key_id=key_id, revoke=True)
     if request.method == "POST":
-        console_key_revoke(membership=membership, api_key=key)
+        api_key_revoke(api_key=key, actor=Actor.console(membership.user))
         messages.success(request, f"Key “{key.name}” ({key.prefix}…) is revoked.")
         return redirect("console:keys")
     return render(request, "console/key_revoke.html", {"key": key})

@@ -3,11 +3,15 @@ organisation switcher."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth import login
+from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.access import (
@@ -21,42 +25,54 @@ from accounts.access import (
     organisation_for_member,
     require,
 )
+from accounts.audit import Actor
+from accounts.models import Membership
+from accounts.services import (
+    invitation_accept,
+    invitation_create,
+    invitation_from_token,
+    invitation_revoke,
+    member_add,
+    member_remove,
+    member_role_set,
+    organisation_settings_update,
+)
 from console.forms import (
     AcceptInvitationForm,
     InviteForm,
     MemberAddForm,
     OrganisationSettingsForm,
     RoleForm,
-)
-from console.services import (
-    ServiceError,
-    invitation_accept,
-    invitation_create,
-    invitation_from_token,
-    invitation_revoke,
-    invite_link,
-    member_add_existing,
-    member_remove,
-    member_role_change,
-    organisation_settings_update,
+    errors_onto,
 )
 from console.views.base import SESSION_ORG, page_of
 
 
-def _members_context(membership, **extra) -> dict:
+def _invite_link(request: HttpRequest, token: str) -> str:
+    return request.build_absolute_uri(reverse("console:invitation_accept", args=[token]))
+
+
+def _text(error: ValidationError) -> str:
+    return " ".join(error.messages)
+
+
+def _members_context(membership: Membership, **extra: Any) -> dict[str, Any]:
     members = list(members_for_member(membership=membership))
-    for member in members:
-        member.manageable = can(membership, "member_manage") and (
-            member.role != "owner" or can(membership, "owner_manage")
-        )
+    manageable = {
+        member.pk
+        for member in members
+        if can(membership, "member_manage")
+        and (member.role != "owner" or can(membership, "owner_manage"))
+    }
     context = {
         "members": members,
+        "manageable": manageable,
         "invitations": invitations_for_member(membership=membership).filter(
             accepted_at__isnull=True, revoked_at__isnull=True
         ),
         "add_form": MemberAddForm(prefix="add"),
         "invite_form": InviteForm(prefix="invite"),
-        "role_choices": RoleForm.base_fields["role"].choices,
+        "role_choices": Membership.Role.choices,
         "may_grant_owner": can(membership, "owner_manage"),
     }
     context.update(extra)
@@ -68,13 +84,17 @@ def members_page(request: HttpRequest, membership) -> HttpResponse:
 
 
 @require_POST
-def member_add(request: HttpRequest, membership) -> HttpResponse:
+def member_add_page(request: HttpRequest, membership) -> HttpResponse:
     form = MemberAddForm(request.POST, prefix="add")
     if form.is_valid():
         try:
-            member_add_existing(membership=membership, **form.cleaned_data)
-        except ServiceError as exc:
-            form.add_error("email", str(exc))
+            member_add(
+                organisation=membership.organisation,
+                actor=Actor.console(membership.user),
+                **form.cleaned_data,
+            )
+        except ValidationError as exc:
+            errors_onto(form, exc)
         else:
             messages.success(request, f"{form.cleaned_data['email']} added.")
             return redirect("console:members")
@@ -88,11 +108,15 @@ def member_invite(request: HttpRequest, membership) -> HttpResponse:
     form = InviteForm(request.POST, prefix="invite")
     if form.is_valid():
         try:
-            invitation, token = invitation_create(membership=membership, **form.cleaned_data)
-        except ServiceError as exc:
-            form.add_error("email", str(exc))
+            invitation, token = invitation_create(
+                organisation=membership.organisation,
+                actor=Actor.console(membership.user),
+                **form.cleaned_data,
+            )
+        except ValidationError as exc:
+            errors_onto(form, exc)
         else:
-            link = invite_link(request, token)
+            link = _invite_link(request, token)
             org = membership.organisation
             send_mail(
                 subject=f"You are invited to {org.name} on Switchyard",
@@ -123,9 +147,11 @@ def member_role(request: HttpRequest, membership, member_id) -> HttpResponse:
         messages.error(request, "Pick one of the roles.")
         return redirect("console:members")
     try:
-        member_role_change(membership=membership, target=target, role=form.cleaned_data["role"])
-    except ServiceError as exc:
-        messages.error(request, str(exc))
+        member_role_set(
+            member=target, actor=Actor.console(membership.user), role=form.cleaned_data["role"]
+        )
+    except ValidationError as exc:
+        messages.error(request, _text(exc))
     else:
         messages.success(request, f"{target.user.get_username()} is now {target.role}.")
     return redirect("console:members")
@@ -135,9 +161,9 @@ def member_role(request: HttpRequest, membership, member_id) -> HttpResponse:
 def member_delete(request: HttpRequest, membership, member_id) -> HttpResponse:
     target = get_membership_for_member(membership=membership, member_id=member_id)
     try:
-        member_remove(membership=membership, target=target)
-    except ServiceError as exc:
-        messages.error(request, str(exc))
+        member_remove(member=target, actor=Actor.console(membership.user))
+    except ValidationError as exc:
+        messages.error(request, _text(exc))
         return redirect("console:members")
     messages.success(request, f"{target.user.get_username()} removed.")
     if target.pk == membership.pk:
@@ -149,22 +175,22 @@ def member_delete(request: HttpRequest, membership, member_id) -> HttpResponse:
 @require_POST
 def invitation_cancel(request: HttpRequest, membership, invitation_id) -> HttpResponse:
     invitation = get_invitation_for_member(membership=membership, invitation_id=invitation_id)
-    invitation_revoke(membership=membership, invitation=invitation)
+    invitation_revoke(invitation=invitation, actor=Actor.console(membership.user))
     messages.success(request, f"The invitation to {invitation.email} is withdrawn.")
     return redirect("console:members")
 
 
 @require_http_methods(["GET", "POST"])
 def invitation_accept_page(request: HttpRequest, token: str) -> HttpResponse:
-    invitation = invitation_from_token(token)
+    invitation = invitation_from_token(token=token)
     if invitation is None:
         return render(request, "console/invitation_invalid.html", status=404)
     form = AcceptInvitationForm(request.POST or None, email=invitation.email)
     if request.method == "POST" and form.is_valid():
         try:
             user = invitation_accept(invitation=invitation, password=form.cleaned_data["password1"])
-        except ServiceError as exc:
-            form.add_error(None, str(exc))
+        except ValidationError as exc:
+            form.add_error(None, exc.messages)
         else:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             request.session[SESSION_ORG] = invitation.organisation_id
@@ -186,10 +212,17 @@ def settings_page(request: HttpRequest, membership) -> HttpResponse:
         for field in form.fields.values():
             field.disabled = True
     if request.method == "POST" and form.is_valid():
-        data = {f: form.cleaned_data[f] for f in form.Meta.fields}
-        organisation_settings_update(membership=membership, data=data)
-        messages.success(request, "Settings saved.")
-        return redirect("console:settings")
+        try:
+            organisation_settings_update(
+                organisation=organisation,
+                actor=Actor.console(membership.user),
+                data=form.service_data(),
+            )
+        except ValidationError as exc:
+            errors_onto(form, exc)
+        else:
+            messages.success(request, "Settings saved.")
+            return redirect("console:settings")
     return render(request, "console/settings.html", {"form": form, "manage": manage})
 
 

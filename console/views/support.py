@@ -3,15 +3,18 @@ organisations."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from accounts.access import is_support, usage_for_support
+from accounts.access import is_support
 from accounts.models import Organisation
-from console.forms import STATUS_CHOICES, clean_request_id
+from console.forms import STATUS_CHOICES, clean_request_id, set_choices
 from console.usage import usage_filter
 from console.views.base import page_of, query_without_page
+from responses_api.access import usage_for_support
 
 
 class SupportSearchForm(forms.Form):
@@ -19,11 +22,10 @@ class SupportSearchForm(forms.Form):
     organisation = forms.ChoiceField(required=False)
     status = forms.ChoiceField(required=False, choices=STATUS_CHOICES)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["organisation"].choices = [("", "Every organisation")] + [
-            (o.slug, o.name) for o in Organisation.objects.all()
-        ]
+        organisations = [(o.slug, o.name) for o in Organisation.objects.all()]
+        set_choices(self, "organisation", [("", "Every organisation"), *organisations])
 
     def clean_request_id(self) -> str:
         return clean_request_id(self.cleaned_data.get("request_id", ""))

@@ -8,18 +8,17 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import redirect, render
 from django.utils import timezone
 
-from accounts.access import (
-    api_keys_for_member,
+from accounts.access import api_keys_for_member, membership_of
+from console.forms import UsageFilterForm
+from console.usage import usage_csv_lines, usage_filter
+from console.views.base import ConsoleRequest, is_htmx, page_of, query_without_page
+from responses_api.access import (
     backends_for_member,
     get_usage_row_for_member,
     get_usage_row_for_support,
-    membership_of,
     models_for_member,
     usage_for_member,
 )
-from console.forms import UsageFilterForm
-from console.usage import usage_csv_lines, usage_filter
-from console.views.base import is_htmx, page_of, query_without_page
 from responses_api.trace import usage_row_dict
 
 
@@ -66,7 +65,7 @@ def usage_export(request: HttpRequest, membership) -> StreamingHttpResponse:
     return response
 
 
-def trace_search(request: HttpRequest) -> HttpResponse:
+def trace_search(request: ConsoleRequest) -> HttpResponse:
     """The search box on every page: an X-Request-Id → its trace."""
     raw = (request.GET.get("q") or "").strip()
     console = request.console

@@ -132,3 +132,50 @@ def test_trace_prints_every_field_of_the_row(people):
     assert data["notices"] == ["store_ignored"]
     with pytest.raises(CommandError):
         run("trace", "00000000-0000-0000-0000-000000000000")
+
+
+@pytest.mark.django_db
+def test_every_command_that_writes_leaves_an_audit_entry_from_the_command_line():
+    from accounts.models import AuditEntry
+
+    run("create_org", "acme")
+    run("add_backend", "--org", "acme", "--name", "gpu1", "--url", "http://vllm:8000/v1")
+    run("add_model", "qwen3", "--org", "acme", "--backend", "gpu1")
+    run("add_member", "--org", "acme", "--email", "ops@example.com", "--role", "admin")
+    run("create_api_key", "--org", "acme", "--name", "ci")
+    entries = AuditEntry.objects.all()
+    assert {e.action for e in entries} == {
+        "organisation.create",
+        "backend.create",
+        "model.create",
+        "model.deploy",
+        "member.add",
+        "api_key.create",
+    }
+    assert {(e.source, e.actor_id, e.actor_name) for e in entries} == {("cli", None, "")}
+
+
+@pytest.mark.django_db
+def test_running_a_provisioning_command_again_records_no_new_entry():
+    from accounts.models import AuditEntry
+
+    run("create_org", "acme")
+    for _ in range(2):
+        run("add_backend", "--org", "acme", "--name", "gpu1", "--url", "http://127.0.0.1:9/v1")
+        run("add_model", "qwen3", "--org", "acme", "--backend", "gpu1")
+    assert AuditEntry.objects.count() == 4
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("add_backend", "--org", "acme", "--name", "b", "--url", "ftp://x/v1"), "base_url"),
+        (("create_api_key", "--org", "acme", "--name", "ci", "--rpm", "0"), "rpm"),
+        (("add_member", "--org", "acme", "--email", " ", "--role", "viewer"), "email"),
+    ],
+)
+def test_commands_report_bad_input_with_the_field_named(args, message):
+    run("create_org", "acme")
+    with pytest.raises(CommandError, match=message):
+        run(*args)

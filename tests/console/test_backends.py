@@ -110,7 +110,7 @@ def test_test_connection_to_a_dead_backend_says_so(as_user, estates):
 
 
 def test_the_periodic_check_records_history(estates):
-    from responses_api.tasks import check_backends
+    from console.tasks import check_backends
 
     check_backends()
     assert (

@@ -36,7 +36,7 @@ def test_a_new_key_is_shown_once_and_only_its_hash_is_stored(as_user, estates):
     assert key.expires_at is not None
     listing = client.get(reverse("console:keys")).content.decode()
     assert key.prefix in listing and raw not in listing
-    entry = AuditEntry.objects.get(action="api_key.create")
+    entry = AuditEntry.objects.get(action="api_key.create", source="console")
     assert entry.actor.username == "alice@example.com" and raw not in str(entry.details)
 
 

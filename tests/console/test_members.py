@@ -25,7 +25,9 @@ def test_an_admin_adds_an_existing_user(as_user, crew):
     )
     assert response.status_code == 302
     assert _membership(crew["charlie"], crew["acme"]).role == "developer"
-    assert AuditEntry.objects.filter(action="member.add", target="charlie@example.com").exists()
+    assert AuditEntry.objects.filter(
+        action="member.add", target="charlie@example.com", organisation=crew["acme"]
+    ).exists()
 
 
 def test_adding_an_unknown_person_suggests_an_invitation(as_user, crew):

@@ -55,7 +55,8 @@ def test_a_viewer_sees_the_settings_read_only(as_user, crew):
 
 def test_the_audit_log_is_per_organisation(as_user, crew, estates):
     as_user("charlie").post(reverse("console:key_revoke", args=[estates["globex"].key.id]))
-    assert AuditEntry.objects.filter(organisation=crew["globex"]).count() == 1
+    revocations = AuditEntry.objects.filter(action="api_key.revoke")
+    assert list(revocations.values_list("organisation", flat=True)) == [crew["globex"].pk]
     assert "api_key.revoke" not in as_user("alice").get(reverse("console:audit")).content.decode()
 
 
@@ -113,3 +114,11 @@ def test_the_django_admin_stays_for_superusers(client, estates):
         f"/admin/responses_api/backend/{estates['acme'].backend.id}/change/"
     ).content.decode()
     assert "api_key_encrypted" not in backend
+
+
+def test_the_audit_log_says_when_a_change_came_from_the_command_line(as_user, crew):
+    from accounts.services import api_key_create
+
+    api_key_create(organisation=crew["acme"], name="from the shell")
+    page = as_user("alice").get(reverse("console:audit")).content.decode()
+    assert "from the shell" in page and "Command line" in page

@@ -1,16 +1,19 @@
+from argparse import ArgumentParser
 from datetime import UTC, datetime
+from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from accounts.management.commands._common import get_org
+from accounts.management.commands._common import command_error, get_org
 from accounts.services import api_key_create
 
 
 class Command(BaseCommand):
     help = "Create an API key. The key is printed once, alone on the last line of output."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--org", required=True)
         parser.add_argument("--name", required=True)
         parser.add_argument(
@@ -21,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int)
         parser.add_argument("--expires", help="ISO 8601 date-time, e.g. 2027-01-31T00:00:00Z")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         org = get_org(options["org"])
         expires = None
         if options["expires"]:
@@ -31,19 +34,19 @@ class Command(BaseCommand):
                 raise CommandError("--expires must be an ISO 8601 date-time.") from None
             if timezone.is_naive(expires):
                 expires = timezone.make_aware(expires, UTC)
-        for flag in ("rpm", "tpm", "concurrency"):
-            if options[flag] is not None and options[flag] < 1:
-                raise CommandError(f"--{flag} must be a positive integer.")
         models = [m.strip() for m in options["models"].split(",") if m.strip()]
-        key, raw = api_key_create(
-            organisation=org,
-            name=options["name"],
-            allowed_models=models,
-            rpm=options["rpm"],
-            tpm=options["tpm"],
-            concurrency=options["concurrency"],
-            expires_at=expires,
-        )
+        try:
+            key, raw = api_key_create(
+                organisation=org,
+                name=options["name"],
+                allowed_models=models,
+                rpm=options["rpm"],
+                tpm=options["tpm"],
+                concurrency=options["concurrency"],
+                expires_at=expires,
+            )
+        except ValidationError as exc:
+            raise command_error(exc) from None
         self.stdout.write(
             f"Created API key '{key.name}' ({key.prefix}…) id={key.id} for {org.slug}; "
             f"models: {', '.join(models) or 'all'}; it is shown only once:"

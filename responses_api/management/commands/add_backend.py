@@ -2,9 +2,8 @@ import json
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
-from django.core.validators import URLValidator
 
-from accounts.management.commands._common import get_org
+from accounts.management.commands._common import command_error, get_org
 from responses_api.models import Backend
 from responses_api.services import backend_ensure
 
@@ -26,10 +25,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         org = get_org(options["org"])
-        try:
-            URLValidator(schemes=["http", "https"])(options["url"])
-        except ValidationError:
-            raise CommandError(f"--url {options['url']!r} is not an http(s) URL.") from None
         extra_body = None
         if options["extra_body"] is not None:
             try:
@@ -38,15 +33,18 @@ class Command(BaseCommand):
                 raise CommandError(f"--extra-body is not valid JSON: {exc}") from None
             if not isinstance(extra_body, dict):
                 raise CommandError("--extra-body must be a JSON object.")
-        backend, created = backend_ensure(
-            organisation=org,
-            name=options["name"],
-            base_url=options["url"],
-            api_key=options["api_key"],
-            dialect=options["dialect"],
-            max_concurrency=options["max_concurrency"],
-            extra_body=extra_body,
-        )
+        try:
+            backend, created = backend_ensure(
+                organisation=org,
+                name=options["name"],
+                base_url=options["url"],
+                api_key=options["api_key"],
+                dialect=options["dialect"],
+                max_concurrency=options["max_concurrency"],
+                extra_body=extra_body,
+            )
+        except ValidationError as exc:
+            raise command_error(exc) from None
         verb = "Created" if created else "Updated"
         self.stdout.write(
             f"{verb} backend {backend.name} id={backend.id} url={backend.base_url} "

@@ -1,6 +1,7 @@
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.management.commands._common import get_org
+from accounts.management.commands._common import command_error, get_org
 from responses_api.models import Backend
 from responses_api.services import model_ensure
 
@@ -21,14 +22,17 @@ class Command(BaseCommand):
         backend = Backend.objects.filter(organisation=org, name=options["backend"]).first()
         if backend is None:
             raise CommandError(f"No backend named '{options['backend']}' in {org.slug}.")
-        model, created = model_ensure(
-            organisation=org,
-            public_id=options["public_id"],
-            backend=backend,
-            upstream_name=options["upstream_name"],
-            context_window=options["context_window"],
-            max_output_tokens=options["max_output_tokens"],
-        )
+        try:
+            model, created = model_ensure(
+                organisation=org,
+                public_id=options["public_id"],
+                backend=backend,
+                upstream_name=options["upstream_name"],
+                context_window=options["context_window"],
+                max_output_tokens=options["max_output_tokens"],
+            )
+        except ValidationError as exc:
+            raise command_error(exc) from None
         verb = "Created" if created else "Updated"
         backends = ", ".join(
             f"{d.backend.name} as {d.upstream_name}"
