@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from responses_api.backends.client import BackendTimeout
 from responses_api.errors import ApiError
 
 
@@ -89,7 +90,8 @@ def stream_error(error: Any) -> ApiError:
 
 
 def broken(exc: Exception) -> ApiError:
+    """The error of a backend answer that broke off while being relayed."""
     if isinstance(exc, UpstreamProtocolError):
         return ApiError(502, str(exc), code="server_error")
-    message = f"The backend connection failed mid-stream ({type(exc).__name__})."
-    return ApiError(502, message, code="server_error")
+    why = "ReadTimeout" if isinstance(exc, BackendTimeout) else "connection lost"
+    return ApiError(502, f"The backend connection failed mid-stream ({why}).", code="server_error")
