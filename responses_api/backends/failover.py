@@ -23,7 +23,7 @@ from responses_api.backends.routing import Lease, OnWait, affinity_key, router
 from responses_api.catalog import ModelEntry, Route
 from responses_api.errors import ApiError
 from responses_api.protocol import CreateResponse
-from responses_api.translate.request import ChatPlan, build_chat_request
+from responses_api.translate.request import ChatPlan, prepare_chat
 
 if TYPE_CHECKING:
     from responses_api.relay import Exchange
@@ -102,11 +102,9 @@ async def forward(
 
 
 def plan_for(request: CreateResponse, model: ModelEntry, route: Route) -> ChatPlan:
-    return build_chat_request(
-        request,
+    return prepare_chat(request, limits=model.limits).for_route(
         upstream_model=route.upstream_name,
         dialect=route.backend.dialect,
-        limits=model.limits,
         extra_body=route.backend.extra_body,
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from responses_api.protocol import CreateResponse
+from responses_api.protocol import CreateResponse, FunctionTool
 
 
 def echo_settings(
@@ -23,10 +23,11 @@ def echo_settings(
     """The request's settings as the response repeats them, computed once."""
     tools = []
     for tool in request.tools or ():
-        if isinstance(tool, dict) and tool.get("type") == "function":
-            tools.append({"strict": True, **tool} if "strict" not in tool else dict(tool))
-        elif isinstance(tool, dict):
-            tools.append(dict(tool))
+        # As sent: the fields the client set (and a hosted tool's own fields).
+        echoed = tool.model_dump(exclude_unset=True)
+        if isinstance(tool, FunctionTool) and "strict" not in echoed:
+            echoed = {"strict": True, **echoed}
+        tools.append(echoed)
     choice: Any = request.tool_choice
     if choice is None:
         choice = "auto"
@@ -38,7 +39,7 @@ def echo_settings(
             text["format"] = request.text.format.model_dump(by_alias=True, exclude_none=True)
         if request.text.verbosity:
             text["verbosity"] = request.text.verbosity
-    reasoning = {"effort": None, "summary": None}
+    reasoning: dict[str, str | None] = {"effort": None, "summary": None}
     if request.reasoning is not None:
         reasoning = {"effort": request.reasoning.effort, "summary": request.reasoning.summary}
     return {
