@@ -175,9 +175,9 @@ class HostedTool(BaseModel):
 # Tools and input items are discriminated by ``type`` through a function, not
 # a field name: a message may come without ``type`` (``{"role": "user", …}``),
 # a hosted tool's or item's type is any of many, and what is refused gets a
-# message naming it. Tags are the class names: they never read as part of a
-# client's parameter path (``errors.from_validation_error``).
-
+# message naming it (the "Refused" member only ever raises). Tags are the
+# class names, which never read as part of a client's parameter path
+# (``errors.from_validation_error``).
 
 # The pydantic error type of a refusal whose message is written for the client;
 # its context names the sub-field (``field``) and the error ``code``.
@@ -360,28 +360,22 @@ def _item_count(value: Any) -> Any:
     return value
 
 
-# The document keeps items and tools as plain objects, as they are typed per
-# ``type`` here; a JSON Schema ``oneOf`` would call a message that also fits
-# the open hosted-item shape invalid.
-_OBJECTS = WithJsonSchema(
-    {"type": "array", "items": {"type": "object", "additionalProperties": True}}
-)
+# The OpenAPI document keeps items and tools as plain objects, as they are
+# chosen by a function here; a JSON Schema ``oneOf`` would call a message that
+# also fits the open hosted-item shape invalid.
+_OBJECTS: dict[str, Any] = {
+    "type": "array",
+    "items": {"type": "object", "additionalProperties": True},
+}
 
 Input = Annotated[
     Annotated[StrictStr, Tag("str")]
     | Annotated[list[InputItem], BeforeValidator(_item_count), Tag("list")],
     # Only the matching form reports errors: a bad item is not also "not a string".
     Discriminator(lambda value: "str" if isinstance(value, str) else "list"),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "string"},
-                {"type": "array", "items": {"type": "object", "additionalProperties": True}},
-            ]
-        }
-    ),
+    WithJsonSchema({"anyOf": [{"type": "string"}, _OBJECTS]}),
 ]
-Tools = Annotated[list[Tool], _OBJECTS]
+Tools = Annotated[list[Tool], WithJsonSchema(_OBJECTS)]
 
 
 class FunctionChoice(Strict):
