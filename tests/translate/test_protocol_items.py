@@ -205,3 +205,11 @@ def test_codex_requests_are_typed_entirely(name):
     assert not any(isinstance(item, dict) for item in request.input)
     assert not any(isinstance(tool, dict) for tool in request.tools)
     assert isinstance(request.input[0], MessageItem) and request.input[0].role == "developer"
+
+
+def test_items_and_tools_already_typed_are_taken_as_they_are():
+    message = MessageItem(role="user", content="hi")
+    tool = FunctionTool(type="function", name="f")
+    request = CreateResponse(model="m", input=[message, HostedItem(type="web_search_call")])
+    assert request.input[0] is message and isinstance(request.input[1], HostedItem)
+    assert parse(tools=[tool]).tools == [tool]
