@@ -142,6 +142,10 @@ def from_validation_error(exc: ValidationError, prefix: Sequence[str | int] = ()
             loc.append(ctx["field"])
         return invalid(first["msg"], param=_param(loc) or None, code=ctx["code"])
     param = _param(loc) or None
+    if first["type"] == "is_instance_of":
+        # A JSON object checked by its type alone (protocol.JsonObject).
+        message = f"Invalid value for '{param}': input should be an object."
+        return invalid(message, param=param, code="invalid_value")
     if first["type"] == "extra_forbidden":
         return invalid(f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter")
     if first["type"] == "missing":

@@ -16,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    InstanceOf,
     StrictBool,
     StrictInt,
     StrictStr,
@@ -133,12 +134,16 @@ ContentPart = Annotated[TextPart | RefusalPart | ImagePart | FilePart, Field(dis
 
 # --- tools ------------------------------------------------------------------
 
+# A JSON object passed on as it came (a tool's parameter schema): checked to be
+# one, not copied key by key.
+JsonObject = InstanceOf[dict[str, Any]]
+
 
 class FunctionTool(Loose):
     type: Literal["function"]
     name: StrictStr = Field(min_length=1, max_length=128)
     description: StrictStr | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: JsonObject | None = None
     strict: StrictBool | None = None
 
 
@@ -146,7 +151,7 @@ class CustomTool(Loose):
     type: Literal["custom"]
     name: StrictStr = Field(min_length=1, max_length=128)
     description: StrictStr | None = None
-    format: dict[str, Any] | None = None
+    format: JsonObject | None = None
 
 
 class NamespaceTool(Loose):
@@ -160,7 +165,7 @@ class ToolSearchTool(Loose):
     type: Literal["tool_search"]
     execution: Literal["server", "client"] | None = None
     description: StrictStr | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: JsonObject | None = None
 
 
 class HostedTool(BaseModel):

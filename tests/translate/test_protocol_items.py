@@ -213,3 +213,9 @@ def test_items_and_tools_already_typed_are_taken_as_they_are():
     request = CreateResponse(model="m", input=[message, HostedItem(type="web_search_call")])
     assert request.input[0] is message and isinstance(request.input[1], HostedItem)
     assert parse(tools=[tool]).tools == [tool]
+
+
+def test_a_tool_parameter_schema_that_is_not_an_object_is_refused():
+    error = refusal(tools=[{"type": "function", "name": "f", "parameters": [1]}])
+    assert (error.param, error.code) == ("tools[0].parameters", "invalid_value")
+    assert error.message == "Invalid value for 'tools[0].parameters': input should be an object."
