@@ -121,22 +121,32 @@ def _clean_loc(loc: Sequence[str | int]) -> list[str | int]:
 
 def from_validation_error(exc: ValidationError, prefix: Sequence[str | int] = ()) -> ApiError:
     """Turn the first pydantic error into a 400 naming the parameter."""
-    from responses_api.protocol import RefusedParameter
+    from responses_api.protocol import REFUSED, RefusedParameter
 
     errors = exc.errors(include_url=False)
     # Prefer the most specific error: pydantic lists one per union member, and
-    # a validator's own message (value_error) says more than "not a string".
+    # a validator's own message (value_error, or a refusal written for the
+    # client) says more than "not a string".
     first = errors[0]
-    for wanted in ("extra_forbidden", "value_error"):
-        match = next((err for err in errors if err["type"] == wanted), None)
+    for wanted in ({"extra_forbidden"}, {"value_error", REFUSED}):
+        match = next((err for err in errors if err["type"] in wanted), None)
         if match is not None:
             first = match
             break
-    ctx_error = (first.get("ctx") or {}).get("error")
+    ctx = first.get("ctx") or {}
+    ctx_error = ctx.get("error")
     if isinstance(ctx_error, RefusedParameter):
         return invalid(ctx_error.message, param=ctx_error.param, code="unsupported_parameter")
     loc = [*prefix, *_clean_loc(first["loc"])]
+    if first["type"] == REFUSED:
+        if ctx.get("field"):
+            loc.append(ctx["field"])
+        return invalid(first["msg"], param=_param(loc) or None, code=ctx["code"])
     param = _param(loc) or None
+    if first["type"] == "is_instance_of":
+        # A JSON object checked by its type alone (protocol.JsonObject).
+        message = f"Invalid value for '{param}': input should be an object."
+        return invalid(message, param=param, code="invalid_value")
     if first["type"] == "extra_forbidden":
         return invalid(f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter")
     if first["type"] == "missing":

@@ -8,18 +8,24 @@ them, with ids and nulls. This module imports neither Django nor httpx.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    InstanceOf,
     StrictBool,
     StrictInt,
     StrictStr,
+    Tag,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 THINKING_ON = frozenset({"low", "medium", "high", "xhigh"})
@@ -126,6 +132,107 @@ class FilePart(Loose):
 ContentPart = Annotated[TextPart | RefusalPart | ImagePart | FilePart, Field(discriminator="type")]
 
 
+# --- tools ------------------------------------------------------------------
+
+# A JSON object passed on as it came (a tool's parameter schema): checked to be
+# one, not copied key by key.
+JsonObject = InstanceOf[dict[str, Any]]
+
+
+class FunctionTool(Loose):
+    type: Literal["function"]
+    name: StrictStr = Field(min_length=1, max_length=128)
+    description: StrictStr | None = None
+    parameters: JsonObject | None = None
+    strict: StrictBool | None = None
+
+
+class CustomTool(Loose):
+    type: Literal["custom"]
+    name: StrictStr = Field(min_length=1, max_length=128)
+    description: StrictStr | None = None
+    format: JsonObject | None = None
+
+
+class NamespaceTool(Loose):
+    type: Literal["namespace"]
+    name: StrictStr = Field(min_length=1, max_length=64)
+    description: StrictStr | None = None
+    tools: list[Annotated[FunctionTool | CustomTool, Field(discriminator="type")]]
+
+
+class ToolSearchTool(Loose):
+    type: Literal["tool_search"]
+    execution: Literal["server", "client"] | None = None
+    description: StrictStr | None = None
+    parameters: JsonObject | None = None
+
+
+class HostedTool(BaseModel):
+    """A tool this server does not run (``web_search``, …, or ``tool_search``
+    executed by the server): dropped with a notice, echoed as sent."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: StrictStr
+
+
+# Tools and input items are discriminated by ``type`` through a function, not
+# a field name: a message may come without ``type`` (``{"role": "user", …}``),
+# a hosted tool's or item's type is any of many, and what is refused gets a
+# message naming it (the "Refused" member only ever raises). Tags are the
+# class names, which never read as part of a client's parameter path
+# (``errors.from_validation_error``).
+
+# The pydantic error type of a refusal whose message is written for the client;
+# its context names the sub-field (``field``) and the error ``code``.
+REFUSED = "request_refused"
+
+
+def _refuse(
+    message: str, *, field: str | None = None, code: str = "invalid_value", **ctx: Any
+) -> NoReturn:
+    """Refuse with a 400 whose message is written for the client."""
+    raise PydanticCustomError(REFUSED, message, {"field": field, "code": code, **ctx})
+
+
+TOOL_TAGS = {
+    "function": "FunctionTool",
+    "custom": "CustomTool",
+    "namespace": "NamespaceTool",
+    "tool_search": "ToolSearchTool",
+}
+
+
+def _tool_tag(value: Any) -> str:
+    if isinstance(value, dict):
+        kind = value.get("type")
+        if not isinstance(kind, str):
+            return "Refused"
+        if kind == "tool_search" and value.get("execution") != "client":
+            return "HostedTool"
+        # Any other type is a hosted tool (SPEC §4.5): dropped, not refused.
+        return TOOL_TAGS.get(kind, "HostedTool")
+    return type(value).__name__ if isinstance(value, BaseModel) else "Refused"
+
+
+def _refuse_tool(value: Any) -> NoReturn:
+    if not isinstance(value, dict):
+        _refuse("Each tool must be an object.")
+    _refuse("Each tool needs a 'type'.", field="type", code="invalid_request_error")
+
+
+Tool = Annotated[
+    Annotated[FunctionTool, Tag("FunctionTool")]
+    | Annotated[CustomTool, Tag("CustomTool")]
+    | Annotated[NamespaceTool, Tag("NamespaceTool")]
+    | Annotated[ToolSearchTool, Tag("ToolSearchTool")]
+    | Annotated[HostedTool, Tag("HostedTool")]
+    | Annotated[HostedTool, BeforeValidator(_refuse_tool), Tag("Refused")],
+    Discriminator(_tool_tag),
+]
+
+
 # --- input items ------------------------------------------------------------
 
 
@@ -175,7 +282,8 @@ class ToolSearchCallItem(Loose):
 class ToolSearchOutputItem(Loose):
     type: Literal["tool_search_output"]
     call_id: StrictStr | None = None
-    tools: list[dict[str, Any]] = []
+    # Tools the client loaded; they become callable (SPEC §4.5).
+    tools: list[Tool] = []
 
 
 class ReasoningItem(Loose):
@@ -191,43 +299,88 @@ class ItemReference(Loose):
 
 
 class HostedItem(Loose):
+    """An item of a hosted tool (``web_search_call``, …): skipped with a notice."""
+
     type: StrictStr
 
 
-# --- tools ------------------------------------------------------------------
+ITEM_TAGS = {
+    "message": "MessageItem",
+    "function_call": "FunctionCallItem",
+    "function_call_output": "FunctionCallOutputItem",
+    "custom_tool_call": "CustomToolCallItem",
+    "custom_tool_call_output": "CustomToolCallOutputItem",
+    "tool_search_call": "ToolSearchCallItem",
+    "tool_search_output": "ToolSearchOutputItem",
+    "reasoning": "ReasoningItem",
+    "item_reference": "ItemReference",
+    **dict.fromkeys(HOSTED_ITEM_TYPES, "HostedItem"),
+}
 
 
-class FunctionTool(Loose):
-    type: Literal["function"]
-    name: StrictStr = Field(min_length=1, max_length=128)
-    description: StrictStr | None = None
-    parameters: dict[str, Any] | None = None
-    strict: StrictBool | None = None
+def _item_tag(value: Any) -> str:
+    if isinstance(value, dict):
+        kind = value.get("type")
+        if kind is None and "role" in value:
+            return "MessageItem"  # OpenAI accepts a message without its type
+        return ITEM_TAGS.get(kind, "Refused") if isinstance(kind, str) else "Refused"
+    return type(value).__name__ if isinstance(value, BaseModel) else "Refused"
 
 
-class CustomTool(Loose):
-    type: Literal["custom"]
-    name: StrictStr = Field(min_length=1, max_length=128)
-    description: StrictStr | None = None
-    format: dict[str, Any] | None = None
+def _refuse_item(value: Any) -> NoReturn:
+    if not isinstance(value, dict):
+        _refuse("Each input item must be an object.")
+    kind = value.get("type")
+    if not isinstance(kind, str):
+        _refuse("Each input item needs a 'type'.", field="type", code="invalid_request_error")
+    _refuse(
+        "Invalid value: '{kind}'. Input items of type '{kind}' are not supported.",
+        field="type",
+        kind=kind,
+    )
 
 
-class NamespaceTool(Loose):
-    type: Literal["namespace"]
-    name: StrictStr = Field(min_length=1, max_length=64)
-    description: StrictStr | None = None
-    tools: list[Annotated[FunctionTool | CustomTool, Field(discriminator="type")]]
+InputItem = Annotated[
+    Annotated[MessageItem, Tag("MessageItem")]
+    | Annotated[FunctionCallItem, Tag("FunctionCallItem")]
+    | Annotated[FunctionCallOutputItem, Tag("FunctionCallOutputItem")]
+    | Annotated[CustomToolCallItem, Tag("CustomToolCallItem")]
+    | Annotated[CustomToolCallOutputItem, Tag("CustomToolCallOutputItem")]
+    | Annotated[ToolSearchCallItem, Tag("ToolSearchCallItem")]
+    | Annotated[ToolSearchOutputItem, Tag("ToolSearchOutputItem")]
+    | Annotated[ReasoningItem, Tag("ReasoningItem")]
+    | Annotated[ItemReference, Tag("ItemReference")]
+    | Annotated[HostedItem, Tag("HostedItem")]
+    | Annotated[HostedItem, BeforeValidator(_refuse_item), Tag("Refused")],
+    Discriminator(_item_tag),
+]
+
+MAX_INPUT_ITEMS = 10_000
 
 
-class ToolSearchTool(Loose):
-    type: Literal["tool_search"]
-    execution: Literal["server", "client"] | None = None
-    description: StrictStr | None = None
-    parameters: dict[str, Any] | None = None
+def _item_count(value: Any) -> Any:
+    # Counted before any item is validated.
+    if isinstance(value, list) and len(value) > MAX_INPUT_ITEMS:
+        _refuse(f"input holds at most {MAX_INPUT_ITEMS} items.", code="invalid_request_error")
+    return value
 
 
-class HostedTool(Loose):
-    type: StrictStr
+# The OpenAPI document keeps items and tools as plain objects, as they are
+# chosen by a function here; a JSON Schema ``oneOf`` would call a message that
+# also fits the open hosted-item shape invalid.
+_OBJECTS: dict[str, Any] = {
+    "type": "array",
+    "items": {"type": "object", "additionalProperties": True},
+}
+
+Input = Annotated[
+    Annotated[StrictStr, Tag("str")]
+    | Annotated[list[InputItem], BeforeValidator(_item_count), Tag("list")],
+    # Only the matching form reports errors: a bad item is not also "not a string".
+    Discriminator(lambda value: "str" if isinstance(value, str) else "list"),
+    WithJsonSchema({"anyOf": [{"type": "string"}, _OBJECTS]}),
+]
+Tools = Annotated[list[Tool], WithJsonSchema(_OBJECTS)]
 
 
 class FunctionChoice(Strict):
@@ -305,13 +458,13 @@ INCLUDE_ACCEPTED = frozenset(
 
 class CreateResponse(Strict):
     model: StrictStr = Field(min_length=1, max_length=200)
-    input: StrictStr | list[dict[str, Any]]
+    input: Input
     instructions: StrictStr | None = None
     stream: StrictBool | None = None
     max_output_tokens: StrictInt | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    tools: list[dict[str, Any]] | None = None
+    tools: Tools | None = None
     tool_choice: (
         Literal["auto", "none", "required"] | FunctionChoice | AllowedToolsChoice | HostedChoice
     ) | None = None
@@ -412,23 +565,3 @@ class RefusedParameter(ValueError):
         self.param = param
         self.message = message or REFUSAL_MESSAGES.get(param, f"'{param}' is not supported.")
         super().__init__(self.message)
-
-
-INPUT_ITEM_MODELS: dict[str, type[BaseModel]] = {
-    "message": MessageItem,
-    "function_call": FunctionCallItem,
-    "function_call_output": FunctionCallOutputItem,
-    "custom_tool_call": CustomToolCallItem,
-    "custom_tool_call_output": CustomToolCallOutputItem,
-    "tool_search_call": ToolSearchCallItem,
-    "tool_search_output": ToolSearchOutputItem,
-    "reasoning": ReasoningItem,
-    "item_reference": ItemReference,
-}
-
-TOOL_MODELS: dict[str, type[BaseModel]] = {
-    "function": FunctionTool,
-    "custom": CustomTool,
-    "namespace": NamespaceTool,
-    "tool_search": ToolSearchTool,
-}

@@ -33,15 +33,15 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-import orjson
 from django.conf import settings
+from pydantic_core import to_json
 
 from responses_api import redis_conn
 from responses_api.catalog import ModelEntry, Route
 from responses_api.errors import ApiError
 from responses_api.metrics import in_flight_add
+from responses_api.protocol import InputItem, MessageItem
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def affinity_key(
     model_id: str,
     prompt_cache_key: str | None,
     instructions: str | None,
-    input: str | list[dict[str, Any]],
+    input: str | Sequence[InputItem],
 ) -> str | None:
     """What identifies a conversation: its ``prompt_cache_key``, or else its
     leading prompt (instructions and the input items up to the first user
@@ -76,15 +76,20 @@ def affinity_key(
     input is no conversation."""
     if prompt_cache_key:
         material = b"k\0" + prompt_cache_key.encode()
-    elif isinstance(input, list) and input:
+    elif not isinstance(input, str) and input:
         # The items up to the first user message: system and developer
         # prompts, then what the user opened the conversation with.
         end = next(
-            (i + 1 for i, item in enumerate(input[:LEADING_ITEMS]) if item.get("role") == "user"),
+            (
+                i + 1
+                for i, item in enumerate(input[:LEADING_ITEMS])
+                if isinstance(item, MessageItem) and item.role == "user"
+            ),
             min(len(input), LEADING_ITEMS),
         )
-        lead = [instructions or "", input[:end]]
-        material = b"p\0" + orjson.dumps(lead, option=orjson.OPT_SORT_KEYS)
+        # Serialised by the items' own (compiled) serialisers, fields in
+        # declaration order: the same items always give the same bytes.
+        material = b"p\0" + to_json([instructions or "", input[:end]])
     else:
         return None
     digest = hashlib.sha256(f"{organisation_id}\0{model_id}\0".encode() + material)

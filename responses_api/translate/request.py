@@ -1,8 +1,12 @@
 """Responses request → Chat Completions request (SPEC §4.3–§4.5).
 
-Sans-I/O: takes a validated :class:`CreateResponse` and what is known about
-the model and backend, returns the chat body plus what the stream translator
-needs to map tool calls back (:class:`ChatPlan`).
+Sans-I/O: takes a :class:`CreateResponse`, already validated and typed at the
+edge, and what is known about the model, and builds the chat request in two
+steps. :func:`prepare_chat` translates messages and tools once per request
+(:class:`ChatDraft`); :meth:`ChatDraft.for_route` adds what a backend route
+decides (upstream model name, dialect, extra body) and returns the chat body
+plus what the stream translator needs to map tool calls back
+(:class:`ChatPlan`). A failover to another route costs only the second step.
 """
 
 from __future__ import annotations
@@ -11,20 +15,17 @@ import base64
 import binascii
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ValidationError
 
 from responses_api.backends.dialects import REASONING_FIELD, apply_reasoning, apply_tool_choice
-from responses_api.errors import ApiError, from_validation_error, invalid
+from responses_api.errors import ApiError, invalid
 from responses_api.protocol import (
-    HOSTED_ITEM_TYPES,
-    HOSTED_TOOL_TYPES,
-    INPUT_ITEM_MODELS,
-    TOOL_MODELS,
     AllowedToolsChoice,
+    ContentPart,
     CreateResponse,
     CustomTool,
     CustomToolCallItem,
@@ -34,19 +35,22 @@ from responses_api.protocol import (
     FunctionCallOutputItem,
     FunctionChoice,
     FunctionTool,
+    HostedItem,
+    HostedTool,
     ImagePart,
+    InputItem,
     ItemReference,
     MessageItem,
     NamespaceTool,
     ReasoningItem,
     RefusalPart,
     TextPart,
+    Tool,
     ToolSearchCallItem,
     ToolSearchOutputItem,
     ToolSearchTool,
 )
 
-MAX_INPUT_ITEMS = 10_000
 MAX_FILE_BYTES = 1024 * 1024
 TEXT_FILE_SUFFIXES = (".txt", ".csv")
 _CHAT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -73,6 +77,10 @@ class ToolRef:
 
 @dataclass(slots=True)
 class ChatPlan:
+    """The chat request for one route. Its body shares nested values (messages,
+    tools) with the :class:`ChatDraft` it came from: they are read, never
+    changed."""
+
     body: dict[str, Any]
     tools: dict[str, ToolRef] = field(default_factory=dict)
     notices: list[dict[str, str]] = field(default_factory=list)
@@ -81,36 +89,73 @@ class ChatPlan:
     thinking_budget: int | None = None
 
     def notice(self, code: str, message: str) -> None:
-        if not any(n["code"] == code for n in self.notices):
-            self.notices.append({"code": code, "message": message})
+        _notice(self.notices, code, message)
 
 
-def parse_input_items(raw: list[dict[str, Any]]) -> list[BaseModel | str]:
-    """Validate input items; a hosted-tool item becomes its type name (a str)."""
-    if len(raw) > MAX_INPUT_ITEMS:
-        raise invalid(f"input holds at most {MAX_INPUT_ITEMS} items.", param="input")
-    items: list[BaseModel | str] = []
-    for index, item in enumerate(raw):
-        kind = item.get("type")
-        if kind is None and "role" in item:
-            kind = "message"
-        if not isinstance(kind, str):
-            raise invalid("Each input item needs a 'type'.", param=f"input[{index}].type")
-        if kind in HOSTED_ITEM_TYPES:
-            items.append(kind)
-            continue
-        model = INPUT_ITEM_MODELS.get(kind)
-        if model is None:
-            raise invalid(
-                f"Invalid value: '{kind}'. Input items of type '{kind}' are not supported.",
-                param=f"input[{index}].type",
-                code="invalid_value",
+def _notice(notices: list[dict[str, str]], code: str, message: str) -> None:
+    if not any(n["code"] == code for n in notices):
+        notices.append({"code": code, "message": message})
+
+
+# The field a draft's assistant messages give prior reasoning back in; a route
+# whose dialect names it otherwise gets copies of just those messages.
+DRAFT_REASONING_FIELD = "reasoning_content"
+
+
+@dataclass(frozen=True, slots=True)
+class ChatDraft:
+    """A request translated for whichever route serves it (:func:`prepare_chat`)."""
+
+    # The chat body fields the request decides: messages, tools, sampling, format.
+    body: dict[str, Any]
+    tools: dict[str, ToolRef]
+    notices: tuple[dict[str, str], ...]
+    max_output_tokens: int | None
+    max_tool_calls: int | None
+    effort: str | None
+    budget: int | None
+    has_tools: bool
+    # Indexes of the messages that carry DRAFT_REASONING_FIELD.
+    reasoning_at: tuple[int, ...]
+
+    def for_route(
+        self, *, upstream_model: str, dialect: str, extra_body: dict[str, Any] | None
+    ) -> ChatPlan:
+        """The chat request for one route: no message or tool is translated again."""
+        reasoning_field = REASONING_FIELD[dialect]
+        body: dict[str, Any] = {}
+        if extra_body:
+            body.update(extra_body)  # the request's own fields win
+        body["model"] = upstream_model
+        body.update(self.body)
+        if self.reasoning_at and reasoning_field != DRAFT_REASONING_FIELD:
+            body["messages"] = _rename_reasoning(
+                self.body["messages"], self.reasoning_at, reasoning_field
             )
-        try:
-            items.append(model.model_validate(item))
-        except ValidationError as exc:
-            raise from_validation_error(exc, prefix=("input", index)) from None
-    return items
+        if self.has_tools:
+            apply_tool_choice(body, dialect)
+        plan = ChatPlan(
+            body=body,
+            tools=self.tools,
+            notices=list(self.notices),
+            max_output_tokens=self.max_output_tokens,
+            max_tool_calls=self.max_tool_calls,
+        )
+        if apply_reasoning(body, dialect, effort=self.effort, budget=self.budget):
+            plan.thinking_budget = self.budget
+        return plan
+
+
+def _rename_reasoning(
+    messages: list[dict[str, Any]], at: Sequence[int], name: str
+) -> list[dict[str, Any]]:
+    out = list(messages)
+    for index in at:
+        out[index] = {
+            (name if key == DRAFT_REASONING_FIELD else key): value
+            for key, value in messages[index].items()
+        }
+    return out
 
 
 def _chat_name(name: str, namespace: str | None, taken: dict[str, ToolRef]) -> str:
@@ -140,36 +185,26 @@ def _custom_parameters(tool: CustomTool) -> dict[str, Any]:
 class _Tools:
     """Builds the chat tool list and the reverse name map."""
 
-    def __init__(self, plan: ChatPlan) -> None:
-        self.plan = plan
+    def __init__(self) -> None:
+        self.refs: dict[str, ToolRef] = {}
         self.chat_tools: list[dict[str, Any]] = []
         self.by_client_name: dict[tuple[str | None, str], str] = {}
         self.dropped: list[str] = []
 
-    def add(self, raw: dict[str, Any], index: int | str) -> None:
-        kind = raw.get("type")
-        if kind in HOSTED_TOOL_TYPES or (
-            kind == "tool_search" and raw.get("execution") != "client"
+    def add(self, tool: Tool) -> None:
+        if isinstance(tool, HostedTool) or (
+            isinstance(tool, ToolSearchTool) and tool.execution != "client"
         ):
-            self.dropped.append(str(kind))
-            return
-        model = TOOL_MODELS.get(kind) if isinstance(kind, str) else None
-        if model is None:
-            if isinstance(kind, str):
-                self.dropped.append(kind)
-                return
-            raise invalid("Each tool needs a 'type'.", param=f"tools[{index}].type")
-        try:
-            tool = model.model_validate(raw)
-        except ValidationError as exc:
-            raise from_validation_error(exc, prefix=("tools", index)) from None
-        if isinstance(tool, NamespaceTool):
+            self.dropped.append(tool.type)
+        elif isinstance(tool, NamespaceTool):
             for inner in tool.tools:
                 self._add_one(inner, namespace=tool.name)
         else:
             self._add_one(tool, namespace=None)
 
-    def _add_one(self, tool: BaseModel, namespace: str | None) -> None:
+    def _add_one(
+        self, tool: FunctionTool | CustomTool | ToolSearchTool, namespace: str | None
+    ) -> None:
         if isinstance(tool, ToolSearchTool):
             name, kind = "tool_search", "tool_search"
             parameters = tool.parameters or {
@@ -183,14 +218,13 @@ class _Tools:
             parameters = _custom_parameters(tool)
             description = tool.description or ""
         else:
-            assert isinstance(tool, FunctionTool)
             name, kind = tool.name, "function"
             parameters = tool.parameters or {"type": "object", "properties": {}}
             description = tool.description or ""
         if (namespace, name) in self.by_client_name:
             return
-        chat_name = _chat_name(name, namespace, self.plan.tools)
-        self.plan.tools[chat_name] = ToolRef(kind=kind, name=name, namespace=namespace)
+        chat_name = _chat_name(name, namespace, self.refs)
+        self.refs[chat_name] = ToolRef(kind=kind, name=name, namespace=namespace)
         self.by_client_name[(namespace, name)] = chat_name
         function: dict[str, Any] = {"name": chat_name, "parameters": parameters}
         if description:
@@ -234,7 +268,7 @@ def _decode_file(part: FilePart, param: str) -> str:
     return f'<file name="{filename}">\n{text}\n</file>'
 
 
-def _text_of(parts: str | list[Any]) -> str:
+def _text_of(parts: str | Sequence[ContentPart]) -> str:
     if isinstance(parts, str):
         return parts
     out = []
@@ -247,7 +281,7 @@ def _text_of(parts: str | list[Any]) -> str:
 
 
 def _user_content(
-    content: str | list[Any], param: str, limits: ModelLimits
+    content: str | Sequence[ContentPart], param: str, limits: ModelLimits
 ) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
@@ -269,7 +303,7 @@ def _user_content(
             if part.detail in {"low", "high", "auto"}:
                 image["detail"] = part.detail
             parts.append({"type": "image_url", "image_url": image})
-        elif isinstance(part, FilePart):
+        else:
             parts.append({"type": "text", "text": _decode_file(part, where)})
     if not has_image:
         # Text-only content as a plain string suits every chat template.
@@ -280,11 +314,10 @@ def _user_content(
 class _Messages:
     """Accumulates chat messages, merging assistant turns with their calls."""
 
-    def __init__(self, reasoning_field: str) -> None:
+    def __init__(self) -> None:
         self.system: list[str] = []
         self.messages: list[dict[str, Any]] = []
         self.pending_reasoning: list[str] = []
-        self.reasoning_field = reasoning_field
 
     def assistant(self) -> dict[str, Any]:
         last = self.messages[-1] if self.messages else None
@@ -292,22 +325,21 @@ class _Messages:
             last = {"role": "assistant", "content": None}
             self.messages.append(last)
         if self.pending_reasoning:
-            previous = last.get(self.reasoning_field) or ""
-            last[self.reasoning_field] = previous + "".join(self.pending_reasoning)
+            previous = last.get(DRAFT_REASONING_FIELD) or ""
+            last[DRAFT_REASONING_FIELD] = previous + "".join(self.pending_reasoning)
             self.pending_reasoning = []
         return last
 
-    def add_text(self, role: str, content: Any) -> None:
-        if role == "assistant":
+    def add_user(self, content: str | list[dict[str, Any]]) -> None:
+        self.messages.append({"role": "user", "content": content})
+
+    def add_assistant(self, content: str | Sequence[ContentPart]) -> None:
+        message = self.assistant()
+        if message.get("tool_calls"):
+            # Text after a call within one turn starts a new message.
+            message["_closed"] = True
             message = self.assistant()
-            if message.get("tool_calls"):
-                # Text after a call within one turn starts a new message.
-                message["_closed"] = True
-                message = self.assistant()
-            text = content if isinstance(content, str) else _text_of(content)
-            message["content"] = (message["content"] or "") + text
-            return
-        self.messages.append({"role": role, "content": content})
+        message["content"] = (message["content"] or "") + _text_of(content)
 
     def add_call(self, call: dict[str, Any]) -> None:
         self.assistant().setdefault("tool_calls", []).append(call)
@@ -315,10 +347,12 @@ class _Messages:
     def add_tool_result(self, call_id: str, output: str) -> None:
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
 
-    def result(self) -> list[dict[str, Any]]:
+    def result(self) -> tuple[list[dict[str, Any]], tuple[int, ...]]:
+        """The chat messages, and the indexes of those that carry reasoning."""
         out = []
         if self.system:
             out.append({"role": "system", "content": "\n\n".join(self.system)})
+        reasoning_at = []
         for message in self.messages:
             message.pop("_closed", None)
             if (
@@ -327,63 +361,59 @@ class _Messages:
                 and not message.get("tool_calls")
             ):
                 message["content"] = ""
+            if DRAFT_REASONING_FIELD in message:
+                reasoning_at.append(len(out))
             out.append(message)
-        return out
+        return out, tuple(reasoning_at)
 
 
-def build_chat_request(
-    request: CreateResponse,
-    *,
-    upstream_model: str,
-    dialect: str,
-    limits: ModelLimits = ModelLimits(),
-    extra_body: dict[str, Any] | None = None,
-) -> ChatPlan:
-    plan = ChatPlan(body={})
-    tools = _Tools(plan)
-    for index, raw_tool in enumerate(request.tools or ()):
-        if not isinstance(raw_tool, dict):
-            raise invalid("Each tool must be an object.", param=f"tools[{index}]")
-        tools.add(raw_tool, index)
+def prepare_chat(request: CreateResponse, *, limits: ModelLimits) -> ChatDraft:
+    """Translate the request's messages and tools, once whatever route serves
+    it. Raises :class:`ApiError` for what the request asks that cannot be done."""
+    tools = _Tools()
+    for tool in request.tools or ():
+        tools.add(tool)
 
-    messages = _Messages(REASONING_FIELD[dialect])
+    messages = _Messages()
     if request.instructions:
         messages.system.append(request.instructions)
 
     skipped: list[str] = []
     if isinstance(request.input, str):
-        messages.add_text("user", request.input)
+        messages.add_user(request.input)
     else:
-        items = parse_input_items(request.input)
         # Tools a client loaded through tool_search become callable.
-        for item in items:
+        for item in request.input:
             if isinstance(item, ToolSearchOutputItem):
                 for loaded in item.tools:
-                    tools.add(loaded, "tool_search_output")
-        for index, item in enumerate(items):
+                    tools.add(loaded)
+        for index, item in enumerate(request.input):
             _add_item(item, index, messages, tools, limits, skipped)
 
+    notices: list[dict[str, str]] = []
     if tools.dropped:
         names = ", ".join(sorted(set(tools.dropped)))
-        plan.notice(
+        _notice(
+            notices,
             "hosted_tools_dropped",
             f"Hosted tools are not available on this server and were dropped: {names}.",
         )
     if skipped:
         names = ", ".join(sorted(set(skipped)))
-        plan.notice("hosted_items_skipped", f"Input items of hosted tools were skipped: {names}.")
+        _notice(
+            notices,
+            "hosted_items_skipped",
+            f"Input items of hosted tools were skipped: {names}.",
+        )
 
-    chat_messages = messages.result()
+    chat_messages, reasoning_at = messages.result()
     if not chat_messages:
         raise invalid("input must hold at least one message.", param="input")
-    body: dict[str, Any] = plan.body
-    if extra_body:
-        body.update(extra_body)
-    body["model"] = upstream_model
-    body["messages"] = chat_messages
-    body["stream"] = True
-    body["stream_options"] = {"include_usage": True}
-
+    body: dict[str, Any] = {
+        "messages": chat_messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if tools.chat_tools:
         body["tools"] = tools.chat_tools
         choice = _tool_choice(request, tools)
@@ -391,17 +421,15 @@ def build_chat_request(
             body["tool_choice"] = choice
         if request.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = request.parallel_tool_calls
-        apply_tool_choice(body, dialect)
     elif isinstance(request.tool_choice, FunctionChoice):
         raise invalid(
             f"tool_choice names '{request.tool_choice.name}', which is not among the tools.",
             param="tool_choice",
         )
-    plan.max_tool_calls = request.max_tool_calls
 
-    plan.max_output_tokens = _max_tokens(request, limits, plan, chat_messages)
-    if plan.max_output_tokens is not None:
-        body["max_tokens"] = plan.max_output_tokens
+    max_output_tokens = _max_tokens(request, limits, notices, chat_messages)
+    if max_output_tokens is not None:
+        body["max_tokens"] = max_output_tokens
 
     temperature = request.temperature if request.temperature is not None else limits.temperature
     if temperature is not None:
@@ -422,11 +450,30 @@ def build_chat_request(
         body["response_format"] = {"type": "json_schema", "json_schema": schema}
 
     reasoning = request.reasoning
-    effort = reasoning.effort if reasoning else None
-    budget = reasoning.max_tokens if reasoning else None
-    if apply_reasoning(body, dialect, effort=effort, budget=budget):
-        plan.thinking_budget = budget
-    return plan
+    return ChatDraft(
+        body=body,
+        tools=tools.refs,
+        notices=tuple(notices),
+        max_output_tokens=max_output_tokens,
+        max_tool_calls=request.max_tool_calls,
+        effort=reasoning.effort if reasoning else None,
+        budget=reasoning.max_tokens if reasoning else None,
+        has_tools=bool(tools.chat_tools),
+        reasoning_at=reasoning_at,
+    )
+
+
+def build_chat_request(
+    request: CreateResponse,
+    *,
+    upstream_model: str,
+    dialect: str,
+    limits: ModelLimits = ModelLimits(),
+    extra_body: dict[str, Any] | None = None,
+) -> ChatPlan:
+    """Both steps at once, for a single route."""
+    draft = prepare_chat(request, limits=limits)
+    return draft.for_route(upstream_model=upstream_model, dialect=dialect, extra_body=extra_body)
 
 
 def _tool_choice(request: CreateResponse, tools: _Tools) -> Any:
@@ -451,7 +498,10 @@ def _tool_choice(request: CreateResponse, tools: _Tools) -> Any:
 
 
 def _max_tokens(
-    request: CreateResponse, limits: ModelLimits, plan: ChatPlan, messages: list[dict[str, Any]]
+    request: CreateResponse,
+    limits: ModelLimits,
+    notices: list[dict[str, str]],
+    messages: list[dict[str, Any]],
 ) -> int | None:
     wanted = request.max_output_tokens or limits.default_max_output_tokens
     cap = limits.max_output_tokens
@@ -466,7 +516,8 @@ def _max_tokens(
         return cap
     if cap is not None and wanted > cap:
         if request.max_output_tokens is not None:
-            plan.notice(
+            _notice(
+                notices,
                 "max_output_tokens_capped",
                 f"max_output_tokens was lowered from {wanted} to {cap}, "
                 "the most this model can produce for this input.",
@@ -475,25 +526,32 @@ def _max_tokens(
     return wanted
 
 
+def _tool_summary(tool: Tool) -> dict[str, Any]:
+    """What a loaded tool is, as the model is told it was found."""
+    summary: dict[str, Any] = {"type": tool.type}
+    for key in ("name", "description"):
+        value = getattr(tool, key, None)
+        if value is not None:
+            summary[key] = value
+    return summary
+
+
 def _add_item(
-    item: BaseModel | str,
+    item: InputItem,
     index: int,
     messages: _Messages,
     tools: _Tools,
     limits: ModelLimits,
     skipped: list[str],
 ) -> None:
-    if isinstance(item, str):
-        skipped.append(item)
-        return
     if isinstance(item, MessageItem):
-        param = f"input[{index}].content"
         if item.role in {"system", "developer"}:
             messages.system.append(_text_of(item.content))
         elif item.role == "assistant":
-            messages.add_text("assistant", item.content)
+            messages.add_assistant(item.content)
         else:
-            messages.add_text("user", _user_content(item.content, param, limits))
+            param = f"input[{index}].content"
+            messages.add_user(_user_content(item.content, param, limits))
     elif isinstance(item, FunctionCallItem):
         messages.add_call(
             {
@@ -533,7 +591,7 @@ def _add_item(
     elif isinstance(item, FunctionCallOutputItem | CustomToolCallOutputItem):
         messages.add_tool_result(item.call_id, _text_of(item.output))
     elif isinstance(item, ToolSearchOutputItem):
-        summary = [{k: t[k] for k in ("type", "name", "description") if k in t} for t in item.tools]
+        summary = [_tool_summary(tool) for tool in item.tools]
         messages.add_tool_result(item.call_id or "", orjson.dumps(summary).decode())
     elif isinstance(item, ReasoningItem):
         parts = item.content or item.summary
@@ -545,29 +603,5 @@ def _add_item(
             "item_reference needs a stored response; this organisation stores nothing.",
             param=f"input[{index}]",
         )
-
-
-class ChatDraft:
-    """A request checked and ready to be planned for any route."""
-
-    def __init__(self, request: CreateResponse, limits: ModelLimits) -> None:
-        self.request = request
-        self.limits = limits
-
-    def for_route(
-        self, *, upstream_model: str, dialect: str, extra_body: dict[str, Any] | None
-    ) -> ChatPlan:
-        return build_chat_request(
-            self.request,
-            upstream_model=upstream_model,
-            dialect=dialect,
-            limits=self.limits,
-            extra_body=extra_body,
-        )
-
-
-def prepare_chat(request: CreateResponse, *, limits: ModelLimits) -> ChatDraft:
-    draft = ChatDraft(request, limits)
-    # Refuses what no route could take, before the request queues.
-    draft.for_route(upstream_model="", dialect="openai", extra_body=None)
-    return draft
+    elif isinstance(item, HostedItem):
+        skipped.append(item.type)

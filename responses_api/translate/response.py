@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from responses_api.protocol import CreateResponse
+from pydantic import BaseModel
+
+from responses_api.protocol import CreateResponse, FunctionTool, NamespaceTool
 
 
 def echo_settings(
@@ -23,10 +25,12 @@ def echo_settings(
     """The request's settings as the response repeats them, computed once."""
     tools = []
     for tool in request.tools or ():
-        if isinstance(tool, dict) and tool.get("type") == "function":
-            tools.append({"strict": True, **tool} if "strict" not in tool else dict(tool))
-        elif isinstance(tool, dict):
-            tools.append(dict(tool))
+        echoed = _as_sent(tool)
+        if isinstance(tool, NamespaceTool):
+            echoed["tools"] = [_as_sent(inner) for inner in tool.tools]
+        elif isinstance(tool, FunctionTool) and "strict" not in echoed:
+            echoed = {"strict": True, **echoed}
+        tools.append(echoed)
     choice: Any = request.tool_choice
     if choice is None:
         choice = "auto"
@@ -38,7 +42,7 @@ def echo_settings(
             text["format"] = request.text.format.model_dump(by_alias=True, exclude_none=True)
         if request.text.verbosity:
             text["verbosity"] = request.text.verbosity
-    reasoning = {"effort": None, "summary": None}
+    reasoning: dict[str, str | None] = {"effort": None, "summary": None}
     if request.reasoning is not None:
         reasoning = {"effort": request.reasoning.effort, "summary": request.reasoning.summary}
     return {
@@ -68,6 +72,23 @@ def echo_settings(
         "prompt_cache_retention": None,
         "previous_response_id": request.previous_response_id,
     }
+
+
+def _as_sent(model: BaseModel) -> dict[str, Any]:
+    """The fields the client set (a hosted tool's own fields too), sharing
+    their values: a fraction of the cost of ``model_dump``."""
+    # A model's __dict__ holds its fields' values, in declaration order.
+    values = model.__dict__
+    sent = model.__pydantic_fields_set__
+    # Loose models ignore unknown fields, so what was set is a subset of the
+    # fields (a hosted tool's required ``type`` plus its own fields otherwise).
+    if len(sent) == len(values):
+        out = dict(values)
+    else:
+        out = {name: value for name, value in values.items() if name in sent}
+    if model.__pydantic_extra__:
+        out.update(model.__pydantic_extra__)
+    return out
 
 
 def message_item(item_id: str, text: str, status: str) -> dict[str, Any]:

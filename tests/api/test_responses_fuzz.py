@@ -17,6 +17,8 @@ WORDS = [
     "input_image", "input_file", "function_call", "function_call_output", "custom_tool_call",
     "reasoning", "json_schema", "json_object", "text", "high", "a.txt", "sim-model",
     "data:image/png;base64,AAAA", "[[tokens:2]]", "[[call:f {}]]",
+    "web_search", "web_search_call", "tool_search_call", "tool_search_output",
+    "custom_tool_call_output", "item_reference",
 ]  # fmt: skip
 KEYS = [
     "type", "role", "content", "text", "name", "call_id", "arguments", "input", "output",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from responses_api.backends.routing import affinity_key, choose
+from responses_api.protocol import CreateResponse
 from responses_api.ratelimit import Scope, _headers, _verdict
 
 
@@ -29,13 +30,23 @@ def test_suspect_backends_are_used_only_when_nothing_else_is_left():
 
 def test_a_conversation_is_its_cache_key_or_its_leading_items():
     base = {"organisation_id": 1, "model_id": "m", "instructions": "be brief"}
-    turn1 = [{"role": "user", "content": "hello"}]
-    turn2 = [*turn1, {"role": "assistant", "content": "hi"}, {"role": "user", "content": "more"}]
-    turn3 = [*turn2, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "end"}]
+
+    def items(*raw):
+        return CreateResponse.model_validate({"model": "m", "input": list(raw)}).input
+
+    turn1 = items({"role": "user", "content": "hello"})
+    turn2 = [
+        *turn1,
+        *items({"role": "assistant", "content": "hi"}, {"role": "user", "content": "more"}),
+    ]
+    turn3 = [
+        *turn2,
+        *items({"role": "assistant", "content": "ok"}, {"role": "user", "content": "end"}),
+    ]
     leading = affinity_key(prompt_cache_key=None, input=turn1, **base)
     assert leading == affinity_key(prompt_cache_key=None, input=turn2, **base)
     assert leading == affinity_key(prompt_cache_key=None, input=turn3, **base)
-    other = [{"role": "developer", "content": "x"}, *turn1]
+    other = [*items({"role": "developer", "content": "x"}), *turn1]
     assert affinity_key(prompt_cache_key=None, input=other, **base) != leading
     assert affinity_key(prompt_cache_key=None, input="just a string", **base) is None
     keyed = affinity_key(prompt_cache_key="s1", input=turn1, **base)
