@@ -45,6 +45,18 @@ from typing import Any
 
 import orjson
 
+from responses_api.simulator_content import (
+    FAILURES,
+    Stop,
+    call_deltas,
+    codex_calls,
+    from_schema,
+    pieces_of,
+    thinking_on,
+    usage_of,
+    words_of,
+)
+
 WORDS = [
     "the",
     "quick",
@@ -219,7 +231,7 @@ class Simulator:
         for name, value in DIRECTIVE.findall(_text_of(last_user.get("content"))):
             directives.setdefault(name, []).append(value)
         max_tokens = request.get("max_tokens") or request.get("max_completion_tokens")
-        thinking = bool(directives.get("reason")) or _thinking_on(request)
+        thinking = bool(directives.get("reason")) or thinking_on(request)
         fail = (directives.get("fail-after") or ["-1"])[0].split()
         plan: dict[str, Any] = {
             "reasoning": (directives.get("reason") or [""])[0] or (REASONING if thinking else ""),
@@ -236,14 +248,14 @@ class Simulator:
         response_format = request.get("response_format") or {}
         if last.get("role") == "tool":
             text = f"Tool result: {_text_of(last.get('content'))}"
-            words = _split(text)
+            words = words_of(text)
         elif "text" in directives:
-            words = _split(directives["text"][0])
+            words = words_of(directives["text"][0])
         elif response_format.get("type") == "json_schema":
             schema = (response_format.get("json_schema") or {}).get("schema") or {}
-            words = _split(json.dumps(_from_schema(schema, schema)))
+            words = words_of(json.dumps(from_schema(schema, schema)))
         elif response_format.get("type") == "json_object":
-            words = _split('{"answer": "the quick brown fox"}')
+            words = words_of('{"answer": "the quick brown fox"}')
         else:
             count = int((directives.get("tokens") or ["16"])[0])
             seed = int(hashlib.sha256(_text_of(last_user.get("content")).encode()).hexdigest(), 16)
@@ -256,7 +268,7 @@ class Simulator:
                 name, _, arguments = value.strip().partition(" ")
                 if name in tool_names:
                     plan["calls"].append((name, arguments.strip() or "{}"))
-            plan["calls"].extend(_codex_calls(directives, tool_names))
+            plan["calls"].extend(codex_calls(directives, tool_names))
             if plan["calls"]:
                 words = []
         finish = "tool_calls" if plan["calls"] else "stop"
@@ -389,7 +401,7 @@ class Simulator:
                     }
                 )
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
-                raise _Stop
+                raise Stop
             if produced == plan["drop_after"]:
                 raise ConnectionResetError("simulated drop")
             if not await emit(delta):
@@ -401,21 +413,21 @@ class Simulator:
         try:
             if not await emit({"role": "assistant", "content": ""}):
                 return self._note_disconnect()
-            reasoning_words = _split(plan["reasoning"]) if plan["reasoning"] else []
+            reasoning_words = words_of(plan["reasoning"]) if plan["reasoning"] else []
             for word in reasoning_words:
                 if not await token({plan["reasoning_field"]: word}):
                     return self._note_disconnect()
             for word in plan["words"]:
                 if not await token({"content": word}):
                     return self._note_disconnect()
-            for delta, counts in _call_deltas(plan["calls"], cid, plan["interleave"]):
+            for delta, counts in call_deltas(plan["calls"], cid, plan["interleave"]):
                 sent = await token(delta) if counts else await emit(delta)
                 if not sent:
                     return self._note_disconnect()
             if not await emit({}, plan["finish"]):
                 return self._note_disconnect()
             if (request.get("stream_options") or {}).get("include_usage"):
-                usage = _usage(prompt_tokens, cached, produced, len(reasoning_words))
+                usage = usage_of(prompt_tokens, cached, produced, len(reasoning_words))
                 chunk = {**head, "choices": [], "usage": usage}
                 await send(
                     {
@@ -428,13 +440,13 @@ class Simulator:
                 {"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False}
             )
             self.stats.completed += 1
-        except _Stop:
+        except Stop:
             return
 
     async def _respond_json(
         self, request, plan, send, model, created, cid, prompt_tokens, cached
     ) -> None:
-        reasoning_words = _split(plan["reasoning"]) if plan["reasoning"] else []
+        reasoning_words = words_of(plan["reasoning"]) if plan["reasoning"] else []
         message: dict[str, Any] = {"role": "assistant", "content": "".join(plan["words"]) or None}
         if reasoning_words:
             message["reasoning_content"] = plan["reasoning"]
@@ -448,7 +460,7 @@ class Simulator:
                 }
                 for index, (name, arguments) in enumerate(plan["calls"])
             ]
-            produced += sum(len(list(_pieces(a, 7))) for _, a in plan["calls"])
+            produced += sum(len(list(pieces_of(a, 7))) for _, a in plan["calls"])
         self.stats.tokens_produced += produced
         self.stats.completed += 1
         body = {
@@ -457,157 +469,9 @@ class Simulator:
             "created": created,
             "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": plan["finish"]}],
-            "usage": _usage(prompt_tokens, cached, produced, len(reasoning_words)),
+            "usage": usage_of(prompt_tokens, cached, produced, len(reasoning_words)),
         }
         await _json(send, 200, body)
-
-
-class _Stop(Exception):
-    pass
-
-
-FAILURES = {
-    "server": {"message": "simulated failure mid-stream", "type": "server_error"},
-    "rate_limit": {
-        "message": "simulated rate limit mid-stream",
-        "type": "rate_limit_error",
-        "code": "rate_limit_exceeded",
-    },
-    "invalid_prompt": {
-        "message": "simulated invalid prompt",
-        "type": "invalid_request_error",
-        "code": "invalid_prompt",
-    },
-}
-
-
-def _call_deltas(calls: list[tuple[str, str]], cid: str, interleave: bool):
-    """The chat deltas of ``calls``: ``(delta, counts_as_a_token)``.
-
-    Arguments arrive in 7-character pieces, as real servers send them (cut
-    anywhere, escapes included). Sequential by default (vLLM, SGLang);
-    interleaved across calls on request, to exercise clients' bookkeeping.
-    """
-    heads = []
-    pieces = []
-    for index, (name, arguments) in enumerate(calls):
-        call_id = f"call_{hashlib.sha1(f'{cid}{index}'.encode()).hexdigest()[:12]}"
-        heads.append(
-            {
-                "index": index,
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": ""},
-            }
-        )
-        pieces.append(list(_pieces(arguments, 7)))
-    if not interleave:
-        for index, head in enumerate(heads):
-            yield {"tool_calls": [head]}, False
-            for piece in pieces[index]:
-                yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, True
-        return
-    for head in heads:
-        yield {"tool_calls": [head]}, False
-    for step in range(max((len(p) for p in pieces), default=0)):
-        for index, own in enumerate(pieces):
-            if step < len(own):
-                delta = {"index": index, "function": {"arguments": own[step]}}
-                yield {"tool_calls": [delta]}, True
-
-
-def _codex_calls(directives: dict[str, list[str]], tool_names: set[Any]) -> list[tuple[str, str]]:
-    """Calls of Codex's tools asked for by ``[[exec:...]]``, ``[[edit:...]]``
-    and ``[[write:...]]``; only when the request offers the tool."""
-    calls = []
-    for command in directives.get("exec", ()):
-        if "exec_command" in tool_names:
-            # login=false runs `bash -c` instead of a login shell: faster, no profile.
-            arguments = {"cmd": command.strip(), "login": False}
-            calls.append(("exec_command", orjson.dumps(arguments).decode()))
-    if "apply_patch" in tool_names:
-        for value in directives.get("edit", ()):
-            path, _, change = value.strip().partition(" ")
-            old, _, new = change.partition("=>")
-            patch = (
-                f"*** Begin Patch\n*** Update File: {path}\n@@\n-{old.strip()}\n"
-                f"+{new.strip()}\n*** End Patch\n"
-            )
-            calls.append(("apply_patch", orjson.dumps({"input": patch}).decode()))
-        for value in directives.get("write", ()):
-            path, _, text = value.strip().partition(" ")
-            lines = "".join(f"+{line}\n" for line in text.split("\\n"))
-            patch = f"*** Begin Patch\n*** Add File: {path}\n{lines}*** End Patch\n"
-            calls.append(("apply_patch", orjson.dumps({"input": patch}).decode()))
-    return calls
-
-
-def _from_schema(schema: Any, root: dict[str, Any], depth: int = 0) -> Any:
-    """A deterministic JSON value valid against ``schema`` (the subset of JSON
-    Schema that structured outputs use: objects, arrays, enums, $ref, anyOf)."""
-    if not isinstance(schema, dict) or depth > 12:
-        return None
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        return _from_schema(target, root, depth + 1)
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    for key in ("anyOf", "oneOf", "allOf"):
-        if schema.get(key):
-            return _from_schema(schema[key][0], root, depth + 1)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object" or "properties" in schema:
-        props = schema.get("properties") or {}
-        return {name: _from_schema(sub, root, depth + 1) for name, sub in props.items()}
-    if kind == "array":
-        count = max(1, int(schema.get("minItems") or 1))
-        return [_from_schema(schema.get("items") or {}, root, depth + 1) for _ in range(count)]
-    if kind == "string":
-        return "the quick brown fox"
-    if kind == "integer":
-        return int(schema.get("minimum") or 7)
-    if kind == "number":
-        return float(schema.get("minimum") or 1.5)
-    if kind == "boolean":
-        return True
-    return None
-
-
-def _thinking_on(request: dict[str, Any]) -> bool:
-    kwargs = request.get("chat_template_kwargs") or {}
-    if kwargs.get("enable_thinking") or request.get("think") is True:
-        return True
-    return (
-        request.get("reasoning_effort") in {"low", "medium", "high"}
-        and kwargs.get("enable_thinking") is not False
-    )
-
-
-def _split(text: str) -> list[str]:
-    parts = re.findall(r"\S+\s*|\s+", text)
-    return parts or ([text] if text else [])
-
-
-def _pieces(text: str, size: int):
-    for i in range(0, len(text), size):
-        yield text[i : i + size]
-
-
-def _usage(prompt: int, cached: int, completion: int, reasoning: int) -> dict[str, Any]:
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
-        "completion_tokens_details": {"reasoning_tokens": reasoning},
-    }
 
 
 async def _sleep_or_disconnect(seconds: float, disconnected: asyncio.Event) -> None:

@@ -11,8 +11,6 @@ plus what the stream translator needs to map tool calls back
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import re
 from collections.abc import Sequence
@@ -22,7 +20,7 @@ from typing import Any
 import orjson
 
 from responses_api.backends.dialects import REASONING_FIELD, apply_reasoning, apply_tool_choice
-from responses_api.errors import ApiError, invalid
+from responses_api.errors import invalid
 from responses_api.protocol import (
     AllowedToolsChoice,
     ContentPart,
@@ -30,29 +28,24 @@ from responses_api.protocol import (
     CustomTool,
     CustomToolCallItem,
     CustomToolCallOutputItem,
-    FilePart,
     FunctionCallItem,
     FunctionCallOutputItem,
     FunctionChoice,
     FunctionTool,
     HostedItem,
     HostedTool,
-    ImagePart,
     InputItem,
     ItemReference,
     MessageItem,
     NamespaceTool,
     ReasoningItem,
-    RefusalPart,
-    TextPart,
     Tool,
     ToolSearchCallItem,
     ToolSearchOutputItem,
     ToolSearchTool,
 )
+from responses_api.translate.content import text_of, user_content
 
-MAX_FILE_BYTES = 1024 * 1024
-TEXT_FILE_SUFFIXES = (".txt", ".csv")
 _CHAT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -239,78 +232,6 @@ class _Tools:
         )
 
 
-def _decode_file(part: FilePart, param: str) -> str:
-    filename = part.filename or "file.txt"
-    if not filename.lower().endswith(TEXT_FILE_SUFFIXES):
-        raise invalid(
-            f"input_file '{filename}' is not supported: only .txt and .csv files are read.",
-            param=param,
-        )
-    data = part.file_data or ""
-    if data.startswith("data:"):
-        data = data.partition(",")[2]
-    if len(data) > (MAX_FILE_BYTES * 4) // 3 + 8:
-        raise ApiError(
-            413, f"input_file '{filename}' is larger than 1 MB.", param=param, code="file_too_large"
-        )
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        raise invalid(f"input_file '{filename}' is not valid base64.", param=param) from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise ApiError(
-            413, f"input_file '{filename}' is larger than 1 MB.", param=param, code="file_too_large"
-        )
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise invalid(f"input_file '{filename}' is not UTF-8 text.", param=param) from None
-    return f'<file name="{filename}">\n{text}\n</file>'
-
-
-def _text_of(parts: str | Sequence[ContentPart]) -> str:
-    if isinstance(parts, str):
-        return parts
-    out = []
-    for part in parts:
-        if isinstance(part, TextPart):
-            out.append(part.text)
-        elif isinstance(part, RefusalPart):
-            out.append(part.refusal)
-    return "".join(out)
-
-
-def _user_content(
-    content: str | Sequence[ContentPart], param: str, limits: ModelLimits
-) -> str | list[dict[str, Any]]:
-    if isinstance(content, str):
-        return content
-    parts: list[dict[str, Any]] = []
-    has_image = False
-    for index, part in enumerate(content):
-        where = f"{param}[{index}]"
-        if isinstance(part, TextPart):
-            parts.append({"type": "text", "text": part.text})
-        elif isinstance(part, RefusalPart):
-            parts.append({"type": "text", "text": part.refusal})
-        elif isinstance(part, ImagePart):
-            if not limits.supports_vision:
-                raise invalid(
-                    "This model does not accept images.", param=where, code="image_not_supported"
-                )
-            has_image = True
-            image: dict[str, Any] = {"url": part.image_url}
-            if part.detail in {"low", "high", "auto"}:
-                image["detail"] = part.detail
-            parts.append({"type": "image_url", "image_url": image})
-        else:
-            parts.append({"type": "text", "text": _decode_file(part, where)})
-    if not has_image:
-        # Text-only content as a plain string suits every chat template.
-        return "\n\n".join(p["text"] for p in parts)
-    return parts
-
-
 class _Messages:
     """Accumulates chat messages, merging assistant turns with their calls."""
 
@@ -339,7 +260,7 @@ class _Messages:
             # Text after a call within one turn starts a new message.
             message["_closed"] = True
             message = self.assistant()
-        message["content"] = (message["content"] or "") + _text_of(content)
+        message["content"] = (message["content"] or "") + text_of(content)
 
     def add_call(self, call: dict[str, Any]) -> None:
         self.assistant().setdefault("tool_calls", []).append(call)
@@ -546,12 +467,12 @@ def _add_item(
 ) -> None:
     if isinstance(item, MessageItem):
         if item.role in {"system", "developer"}:
-            messages.system.append(_text_of(item.content))
+            messages.system.append(text_of(item.content))
         elif item.role == "assistant":
             messages.add_assistant(item.content)
         else:
             param = f"input[{index}].content"
-            messages.add_user(_user_content(item.content, param, limits))
+            messages.add_user(user_content(item.content, param, vision=limits.supports_vision))
     elif isinstance(item, FunctionCallItem):
         messages.add_call(
             {
@@ -589,7 +510,7 @@ def _add_item(
             }
         )
     elif isinstance(item, FunctionCallOutputItem | CustomToolCallOutputItem):
-        messages.add_tool_result(item.call_id, _text_of(item.output))
+        messages.add_tool_result(item.call_id, text_of(item.output))
     elif isinstance(item, ToolSearchOutputItem):
         summary = [_tool_summary(tool) for tool in item.tools]
         messages.add_tool_result(item.call_id or "", orjson.dumps(summary).decode())

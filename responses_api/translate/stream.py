@@ -112,10 +112,6 @@ class StreamTranslator:
             "response": self.response("in_progress", extras=extras, with_usage=False),
         }
 
-    @property
-    def started_output(self) -> bool:
-        return bool(self.items)
-
     # --- chunks --------------------------------------------------------------
 
     def feed(self, chunk: dict[str, Any]) -> list[Event]:

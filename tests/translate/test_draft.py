@@ -45,7 +45,7 @@ def test_for_route_translates_no_message_or_tool_again(monkeypatch):
 
     monkeypatch.setattr(translate_request, "_add_item", translated_again)
     monkeypatch.setattr(translate_request._Tools, "add", translated_again)
-    monkeypatch.setattr(translate_request, "_user_content", translated_again)
+    monkeypatch.setattr(translate_request, "user_content", translated_again)
     for dialect in DIALECTS:
         plan = draft.for_route(upstream_model="up", dialect=dialect, extra_body=None)
         assert plan.body["messages"] and plan.body["tools"]
