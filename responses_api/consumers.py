@@ -38,7 +38,7 @@ Receive = Callable[[], Awaitable[Mapping[str, Any]]]
 Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 
-class ClientGone(Exception):
+class BodyAbandoned(Exception):
     """The client disconnected before its body was read."""
 
 
@@ -80,7 +80,7 @@ class ApiConsumer:
         except ApiError as error:
             await end_exchange(call, error=error)
             return
-        except ClientGone:
+        except BodyAbandoned:
             exchange.client_gone()
             await end_exchange(call)
             return
@@ -147,7 +147,7 @@ async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes:
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
-                    raise ClientGone
+                    raise BodyAbandoned
                 if message["type"] != "http.request":
                     continue
                 data = message.get("body", b"")
