@@ -84,6 +84,12 @@ class ApiConsumer:
             exchange.client_gone()
             await end_exchange(call)
             return
+        except asyncio.CancelledError:
+            if not exchange.shutdown:
+                raise
+            exchange.note = "Server shut down"
+            await end_exchange(call, error=shutting_down())
+            return
         listener = asyncio.ensure_future(_watch(receive, call.responder, task))
         try:
             await _run(call, match.handler, task, listener)
