@@ -21,7 +21,8 @@ from config import patches
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Prints what the patched attributes are after ``patches.apply(SPEC)``.
+# Applies SPEC (argv[1]) after running argv[2], then prints what the
+# patched attributes are and the warnings logged.
 PROBE = """
 import json, logging, sys
 
@@ -37,18 +38,19 @@ from twisted.python.deprecate import _ModuleProxy
 
 from config import patches
 
-exec(sys.argv[2])  # what the case breaks first
-active = patches.apply(sys.argv[1])
-request = server.HTTPFactory(None).buildProtocol(None).requestFactory
-mixins = {c.__name__ for c in request.__mro__}
+exec(sys.argv[2])
+applied = patches.apply(sys.argv[1])
+factory = server.HTTPFactory(None)
+request = factory.buildProtocol(None).requestFactory
 print(json.dumps({
-    "active": active,
-    "state": {
-        "eager_writes": hasattr(tcp.Port.transport, "hold"),
+    "applied": applied,
+    "active": {
+        "daphne_factory": request is not http_protocol.WebRequest
+        and issubclass(request, http_protocol.WebRequest)
+        and type(factory).log is not http_protocol.HTTPFactory.log,
+        "eager_writes": tcp.Port.transport.__name__ == "EagerServer"
+        and issubclass(tcp.Port.transport, tcp.Server),
         "http_module": not isinstance(http_protocol.http, _ModuleProxy),
-        "daphne_factory": "_NoFormParsing" in mixins,
-        "first_bytes_together": "_FirstBytesTogether" in mixins,
-        "chunk_fast_path": "ChunkFastPath" in mixins,
     },
     "warnings": [r.getMessage() for r in records if r.levelno == logging.WARNING],
 }))
@@ -73,51 +75,46 @@ def all_patches() -> dict:
 
 @pytest.mark.parametrize("name", patches.NAMES)
 def test_each_patch_is_active_on_the_pinned_versions(all_patches, name):
-    assert name in all_patches["active"]
-    assert all_patches["state"][name] is True
+    assert name in all_patches["applied"]
+    assert all_patches["active"][name] is True
     assert all_patches["warnings"] == []
 
 
 def test_none_leaves_daphne_and_twisted_as_they_are():
     result = _probe("none")
-    assert result["active"] == []
-    assert not any(result["state"].values())
+    assert result["applied"] == []
+    assert not any(result["active"].values())
     assert result["warnings"] == []
 
 
-def test_a_patch_can_be_switched_off_alone():
-    result = _probe("-chunk_fast_path")
-    assert result["active"] == [n for n in patches.NAMES if n != "chunk_fast_path"]
-    assert result["state"] == {n: n != "chunk_fast_path" for n in patches.NAMES}
-
-
-def test_switching_off_a_patch_switches_off_those_that_need_it_without_a_warning():
-    result = _probe("-eager_writes")
-    assert "first_bytes_together" not in result["active"]
-    assert result["state"]["eager_writes"] is False
+@pytest.mark.parametrize("name", patches.NAMES)
+def test_a_patch_can_be_switched_off_alone(name):
+    result = _probe(f"-{name}")
+    assert result["applied"] == [n for n in patches.NAMES if n != name]
+    assert result["active"] == {n: n != name for n in patches.NAMES}
     assert result["warnings"] == []
 
 
 def test_a_missing_internal_keeps_the_stock_behaviour_with_one_warning():
-    """Twisted's ports no longer make their transports from tcp.Server: the
-    patch that relies on it, and the one that needs it, are left out; one
-    warning names both; the others still apply."""
+    """Twisted's ports no longer make their transports from tcp.Server: that
+    patch is left out, with one warning that says why; the other applies."""
     result = _probe("all", "tcp.Port.transport = type('Other', (tcp.Server,), {})")
-    assert result["active"] == ["http_module", "daphne_factory", "chunk_fast_path"]
-    assert result["state"]["eager_writes"] is False
-    assert result["state"]["first_bytes_together"] is False
-    [warning] = result["warnings"]
-    assert "eager_writes (twisted.internet.tcp.Port.transport is not tcp.Server)" in warning
-    assert "first_bytes_together (needs eager_writes)" in warning
+    assert result["applied"] == ["daphne_factory", "http_module"]
+    assert result["active"] == {"daphne_factory": True, "eager_writes": False, "http_module": True}
+    assert result["warnings"] == [
+        "Server patches not applied, stock behaviour kept: "
+        "eager_writes (twisted.internet.tcp.Port.transport is not tcp.Server)"
+    ]
 
 
 def test_another_version_keeps_the_stock_behaviour_with_one_warning():
     result = _probe("all", "patches.version = lambda dist: '99.0'")
-    assert result["active"] == []
-    assert not any(result["state"].values())
+    assert result["applied"] == []
+    assert not any(result["active"].values())
     [warning] = result["warnings"]
-    assert f"Twisted is 99.0, not {patches.TWISTED}" in warning
-    assert all(name in warning for name in patches.NAMES)
+    assert f"daphne_factory (Twisted is 99.0, not {patches.TWISTED}; daphne is 99.0" in warning
+    assert f"eager_writes (Twisted is 99.0, not {patches.TWISTED})" in warning
+    assert "http_module (Twisted is 99.0" in warning
 
 
 def test_the_versions_written_for_are_the_pinned_ones():
@@ -126,6 +123,22 @@ def test_the_versions_written_for_are_the_pinned_ones():
     assert f"daphne=={patches.DAPHNE}" in dependencies
 
 
-def test_an_unknown_patch_name_is_an_error():
-    with pytest.raises(ValueError, match="unknown patch eager"):
-        patches.selected("eager")
+@pytest.mark.parametrize(
+    "spec, names",
+    [
+        (None, list(patches.NAMES)),
+        ("all", list(patches.NAMES)),
+        ("none", []),
+        ("eager_writes", ["eager_writes"]),
+        ("-eager_writes", ["daphne_factory", "http_module"]),
+        (" eager_writes , daphne_factory ", ["daphne_factory", "eager_writes"]),
+    ],
+)
+def test_the_environment_variable_selects_patches(spec, names):
+    assert patches.selected(spec) == names
+
+
+@pytest.mark.parametrize("spec", ["eager", "eager_writes,-daphne_factory"])
+def test_an_unknown_or_mixed_selection_is_an_error(spec):
+    with pytest.raises(ValueError, match="SWITCHYARD_SERVER_PATCHES"):
+        patches.selected(spec)
