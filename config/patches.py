@@ -26,18 +26,18 @@ model's answer usually arrives). Each saves at least 3 % in one of them:
   (``parsePOSTFormSubmission=False``: HTML form decoding that daphne never
   reads) and its access log line (``HTTPFactory.log``, which daphne
   discards), both public Twisted API once the factory is this one.
-  Off: +19.8 % per request, +4.7 % per token, +2.0 % per paced token.
+  Off: +20.4 % per request, +3.9 % per token, +2.2 % per paced token.
 - ``eager_writes``: Twisted's TCP ports make their connections' transports
   from ``tcp.Port.transport``; the subclass put there sends a write at once
   when nothing is queued before it (Twisted's buffer attributes
   ``_tempDataLen``, ``dataBuffer``, ``offset``, ``_writeDisconnected``),
-  instead of from the reactor's next turn. Off: +3.7 % per request, +1.5 %
-  per token, +38 % per paced token.
+  instead of from the reactor's next turn. Off: +4.1 % per request, +0.9 %
+  per token, +37 % per paced token.
 - ``http_module``: daphne reaches ``twisted.web.http`` through Twisted's
   deprecation proxy for the module (``twisted.python.deprecate._ModuleProxy``,
   a Python ``__getattribute__`` per look-up, one per chunk of a stream); the
   name ``daphne.http_protocol.http`` gets the module behind it. Off: +2.5 %
-  per request, +1.3 % per token, +15 % per paced token.
+  per request, +1.1 % per token, +14 % per paced token.
 
 Measured and dropped (under 3 % each with the others on): a stream's chunks
 written past daphne's ``handle_reply`` (which ``http_module`` makes cheap),
