@@ -1,6 +1,7 @@
 """Instructions per request in the gateway, counted by valgrind's callgrind.
 
     python bench/instructions.py [--requests 100] [--streams 20] [--paced 3]
+    python bench/instructions.py --server-patches all --server-patches -eager_writes ...
 
 CPU time moves by ±20 % between runs on a shared machine; the number of
 instructions a request executes does not (±0.3 % here, with
@@ -13,6 +14,11 @@ backend read per token), at concurrency 1, per thread: thread 1 is the event loo
 it is not a time: an instruction of C costs less than one of Python's
 interpreter, and system calls are not counted. Needs valgrind (Debian's
 ``valgrind`` package).
+
+``--server-patches SPEC``, repeated, runs one gateway per value of
+``SWITCHYARD_SERVER_PATCHES`` (config/patches.py) in turn against the same
+backend and database, and ends with a table of thread 1's counts per
+non-streaming request and per token, each against the first SPEC's.
 """
 
 from __future__ import annotations
@@ -75,31 +81,23 @@ async def count(target: Target, pid: int, scenario: Scenario) -> list[float]:
     return [n / scenario.requests for n in per_thread(report)]
 
 
-async def main_async(args) -> dict:
-    if not shutil.which("valgrind"):
-        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
-    logs = RESULTS / "instructions-logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    env = bench_env()
-    env.setdefault("PYTHONHASHSEED", "0")
-    backend = start_fake_backend(env, logs)
-    gateway = None
+async def measure(args, env: dict[str, str], key: str, logs: Path) -> dict[str, list[float]]:
+    """One gateway under callgrind: its counts per request, by scenario."""
+    port = free_port()
+    gateway = start(
+        "switchyard",
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={logs}/callgrind.out.%p",
+            *gateway_command(port),
+        ],
+        port,
+        env,
+        logs,
+    )
     try:
-        key = provision(env, f"http://127.0.0.1:{backend.port}/v1")
-        port = free_port()
-        gateway = start(
-            "switchyard",
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--instr-atstart=no",
-                f"--callgrind-out-file={logs}/callgrind.out.%p",
-                *gateway_command(port),
-            ],
-            port,
-            env,
-            logs,
-        )
         target = Target(
             "switchyard",
             port,
@@ -122,8 +120,54 @@ async def main_async(args) -> dict:
             print(f"{name}: instructions per request: {shown}", flush=True)
         return out
     finally:
-        if gateway is not None:
-            gateway.stop()
+        gateway.stop()
+
+
+def patch_table(results: dict[str, dict[str, list[float]]]) -> str:
+    """Thread 1 per request and per token, and each against the first row."""
+    columns = [
+        ("nonstream", "non-streaming, per request", 1),
+        ("stream200", "200-token stream, per token", 200),
+        ("paced50", "paced stream, per token", 200),
+    ]
+    first = next(iter(results.values()))
+    shown = [c for c in columns if c[0] in first]
+    lines = [
+        "| SWITCHYARD_SERVER_PATCHES | " + " | ".join(c[1] for c in shown) + " |",
+        "|---|" + "---|" * len(shown),
+    ]
+    for spec, counts in results.items():
+        cells = []
+        for name, _, tokens in shown:
+            n = counts[name][0] / tokens
+            base = first[name][0] / tokens
+            figure = f"{n / 1e6:.3f} M" if tokens == 1 else f"{n / 1e3:.1f} k"
+            cells.append(figure if counts is first else f"{figure} ({(n - base) / base:+.1%})")
+        lines.append(f"| `{spec}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+async def main_async(args) -> dict:
+    if not shutil.which("valgrind"):
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    logs = RESULTS / "instructions-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = bench_env()
+    env.setdefault("PYTHONHASHSEED", "0")
+    backend = start_fake_backend(env, logs)
+    try:
+        key = provision(env, f"http://127.0.0.1:{backend.port}/v1")
+        if not args.server_patches:
+            return await measure(args, env, key, logs)
+        results = {}
+        for spec in args.server_patches:
+            print(f"SWITCHYARD_SERVER_PATCHES={spec}", flush=True)
+            results[spec] = await measure(
+                args, {**env, "SWITCHYARD_SERVER_PATCHES": spec}, key, logs
+            )
+        print(patch_table(results))
+        return results
+    finally:
         backend.stop()
 
 
@@ -133,6 +177,12 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=20, help="200-token streams")
     parser.add_argument(
         "--paced", type=int, default=3, help="200-token streams at 50 tokens/s (a read per token)"
+    )
+    parser.add_argument(
+        "--server-patches",
+        action="append",
+        metavar="SPEC",
+        help="a value of SWITCHYARD_SERVER_PATCHES; repeat to compare (the first is the base)",
     )
     asyncio.run(main_async(parser.parse_args()))
 

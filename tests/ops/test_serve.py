@@ -2,12 +2,17 @@
 
 Its writes leave at once when nothing is queued before them and take
 Twisted's buffered path otherwise; a client that reads slowly exercises
-both. Its access log is off unless asked for.
+both. Its access log is off unless asked for, its connections have Nagle's
+algorithm off, and it applies every patch of config/patches.py.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
+import socket
 import time
+from pathlib import Path
 
 import httpx
 import orjson
@@ -61,3 +66,50 @@ def test_the_access_log_is_off_unless_asked_for(api_server, args):
         web.stop()
     logged = '"GET /healthz" 200' in web.log.read_text()
     assert logged == bool(args)
+
+
+def _server_socket(pid: int, client: socket.socket) -> socket.socket:
+    """The server's end of ``client``'s connection, duplicated out of process
+    ``pid`` (``pidfd_getfd``; the server is this process's child)."""
+    port = client.getsockname()[1]
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[2].rsplit(":", 1)[1], 16) == port:  # remote end: the client's port
+                inodes.add(fields[9])
+    fd_dir = f"/proc/{pid}/fd"
+    target = next(
+        int(fd) for fd in os.listdir(fd_dir) if os.readlink(f"{fd_dir}/{fd}")[8:-1] in inodes
+    )
+    pidfd = os.pidfd_open(pid)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        duplicate = libc.syscall(438, pidfd, target, 0)  # SYS_pidfd_getfd
+        if duplicate < 0:
+            pytest.skip(f"pidfd_getfd: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(pidfd)
+    return socket.socket(fileno=duplicate)
+
+
+def test_connections_are_served_without_nagles_algorithm(api_server):
+    """Twisted's HTTP channel turns TCP_NODELAY on as each connection is made,
+    so a small event that follows another is not held for the client's ACK."""
+    with socket.create_connection(("127.0.0.1", api_server.port), timeout=10) as client:
+        client.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert client.recv(65536).startswith(b"HTTP/1.1 200")
+        with _server_socket(api_server.process.pid, client) as server_end:
+            assert server_end.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        # The check can tell: the client's own socket leaves Nagle on.
+        assert not client.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+
+def test_every_server_patch_is_applied(api_server):
+    """On the pinned Twisted and daphne, every patch checks out: the start-up
+    line lists all of them and no patch was left out."""
+    from config import patches
+
+    log = api_server.log.read_text()
+    assert f"Server patches: {', '.join(patches.NAMES)}" in log
+    assert "not applied" not in log

@@ -1,0 +1,282 @@
+"""Every patch of a third-party internal the web process applies, in one place.
+
+``config.serve`` calls :func:`apply` once, before daphne's reactor runs. Each
+patch names the versions of the distributions it was written for (the pins
+in pyproject.toml) and checks the attributes it relies on; when a version or
+an attribute differs, that patch is not applied, the server keeps the stock
+behaviour, and one warning (logger ``switchyard.server``) names every patch
+left out and why. After an upgrade, re-measure (bench/README.md, section 28)
+and bump the versions here, or delete the patch.
+
+``SWITCHYARD_SERVER_PATCHES`` selects them: unset or ``all`` for every patch,
+``none`` for stock daphne and Twisted, a comma-separated list of names for
+those only, or names prefixed with ``-`` (``-eager_writes``) for all but
+those. An unknown name is an error at start-up.
+
+The patches, with what switching each off alone costs in instructions of the
+event loop (``bench/instructions.py --server-patches``; section 28 of
+bench/README.md has the table) per non-streaming request, per token of a
+200-token stream sent as fast as the backend writes it, and per token of
+one paced at 50 tokens/s (a backend read and a client write per token, as a
+model's answer usually arrives). Each saves at least 3 % in one of them:
+
+- ``daphne_factory``: daphne's ``Server.run`` builds its HTTP factory from
+  the module-level name ``daphne.server.HTTPFactory``; a subclass is put
+  there. Its requests skip Twisted's parsing of a POST's ``Content-Type``
+  (``parsePOSTFormSubmission=False``: HTML form decoding that daphne never
+  reads) and its access log line (``HTTPFactory.log``, which daphne
+  discards), both public Twisted API once the factory is this one.
+  Off: +20.4 % per request, +3.9 % per token, +2.2 % per paced token.
+- ``eager_writes``: Twisted's TCP ports make their connections' transports
+  from ``tcp.Port.transport``; the subclass put there sends a write at once
+  when nothing is queued before it (Twisted's buffer attributes
+  ``_tempDataLen``, ``dataBuffer``, ``offset``, ``_writeDisconnected``),
+  instead of from the reactor's next turn. Off: +4.1 % per request, +0.9 %
+  per token, +37 % per paced token.
+- ``http_module``: daphne reaches ``twisted.web.http`` through Twisted's
+  deprecation proxy for the module (``twisted.python.deprecate._ModuleProxy``,
+  a Python ``__getattribute__`` per look-up, one per chunk of a stream); the
+  name ``daphne.http_protocol.http`` gets the module behind it. Off: +2.5 %
+  per request, +1.1 % per token, +14 % per paced token.
+
+Measured and dropped (under 3 % each with the others on): a stream's chunks
+written past daphne's ``handle_reply`` (which ``http_module`` makes cheap),
+and a response's first bytes held back for one ``send()``.
+
+TCP_NODELAY is not a patch: Twisted's ``HTTPChannel.connectionMade`` sets it
+once per connection (``tests/ops/test_serve.py`` checks it on a live server).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib.metadata import version
+from typing import Any
+
+logger = logging.getLogger("switchyard.server")
+
+ENV = "SWITCHYARD_SERVER_PATCHES"
+
+# The versions the patches were written and measured for: pyproject.toml's
+# pins (tests/ops/test_patches.py keeps the two in step).
+TWISTED = "26.10.0"
+DAPHNE = "4.2.3"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """Third-party attributes to replace, only if what they rely on is there."""
+
+    name: str
+    written_for: dict[str, str]
+    # Why the internals it relies on are not there (empty: they are).
+    check: Callable[[], list[str]]
+    # (owner, attribute, value) to set.
+    build: Callable[[], list[tuple[Any, str, Any]]]
+
+    def problems(self) -> list[str]:
+        """Why this patch cannot be applied here: versions first, then attributes."""
+        found = [
+            f"{dist} is {installed}, not {wanted}"
+            for dist, wanted in self.written_for.items()
+            if (installed := version(dist)) != wanted
+        ]
+        return found or self.check()
+
+
+def _missing(owner: Any, *names: str) -> list[str]:
+    return [f"{owner.__name__}.{n} is missing" for n in names if not hasattr(owner, n)]
+
+
+def _unused_by(function: Any, *names: str) -> list[str]:
+    """The names among ``names`` that ``function``'s code no longer refers to."""
+    code = function.__code__
+    return [
+        f"{function.__qualname__} no longer uses {n}"
+        for n in names
+        if n not in code.co_names and n not in code.co_varnames
+    ]
+
+
+# --- daphne_factory --------------------------------------------------------------
+
+
+def _check_daphne_factory() -> list[str]:
+    from daphne import http_protocol, server
+    from twisted.web import http
+
+    problems = _unused_by(server.Server.run, "HTTPFactory")
+    if server.HTTPFactory is not http_protocol.HTTPFactory:
+        problems.append("daphne.server.HTTPFactory is not daphne.http_protocol.HTTPFactory")
+    problems += _unused_by(http_protocol.HTTPFactory.buildProtocol, "requestFactory")
+    problems += _unused_by(http.Request.__init__, "parsePOSTFormSubmission")
+    problems += _missing(http.HTTPFactory, "log")
+    return problems
+
+
+def _build_daphne_factory() -> list[tuple[Any, str, Any]]:
+    from daphne import http_protocol, server
+
+    class WebRequest(http_protocol.WebRequest):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            # Twisted parses a POST's Content-Type with the email package to
+            # decode HTML forms into ``request.args``, which daphne never
+            # reads (the ASGI application gets the raw body).
+            super().__init__(*args, parsePOSTFormSubmission=False, **kwargs)
+
+    class HTTPFactory(http_protocol.HTTPFactory):
+        def buildProtocol(self, addr: Any) -> Any:
+            protocol = super().buildProtocol(addr)
+            protocol.requestFactory = WebRequest
+            return protocol
+
+        def log(self, request: Any) -> None:
+            """Twisted's access log line, which daphne discards: not formatted."""
+
+    return [(server, "HTTPFactory", HTTPFactory)]
+
+
+# --- eager_writes ----------------------------------------------------------------
+
+
+def _check_eager_writes() -> list[str]:
+    from twisted.internet import abstract, tcp
+
+    problems = []
+    if tcp.Port.transport is not tcp.Server:
+        problems.append("twisted.internet.tcp.Port.transport is not tcp.Server")
+    problems += _missing(
+        tcp.Server, "dataBuffer", "offset", "_writeDisconnected", "TLS", "writeSomeData"
+    )
+    problems += _unused_by(abstract.FileDescriptor.__init__, "_tempDataLen")
+    return problems
+
+
+def _eager(base: type) -> type:
+    """A Twisted TCP transport that sends a write at once when nothing is
+    waiting to be sent before it, as asyncio's transports do.
+
+    Twisted queues every write and sends it from the reactor's next turn:
+    two registrations with the event loop (``add_writer``, then
+    ``remove_writer``), a turn of the loop and its logging context per
+    write, which is per token on a paced stream. Anything not sent at once
+    (a full socket buffer, an error) takes Twisted's own path, which also
+    handles flow control and connection loss.
+    """
+
+    class Eager(base):  # type: ignore[valid-type, misc]
+        def write(self, data: bytes) -> None:
+            self.writeSequence((data,))
+
+        def writeSequence(self, iovec: Iterable[bytes]) -> None:
+            if (
+                self.connected
+                and not self.TLS
+                and not self.disconnecting
+                and not self._writeDisconnected
+                and not self._tempDataLen
+                and self.offset == len(self.dataBuffer)
+            ):
+                data = b"".join(iovec)
+                sent = self.writeSomeData(data)
+                if isinstance(sent, int) and sent >= 0:
+                    if sent == len(data):
+                        return
+                    iovec = (data[sent:],)
+            super().writeSequence(iovec)
+
+    Eager.__name__ = Eager.__qualname__ = f"Eager{base.__name__}"
+    return Eager
+
+
+def _build_eager_writes() -> list[tuple[Any, str, Any]]:
+    from twisted.internet import tcp
+
+    return [(tcp.Port, "transport", _eager(tcp.Server))]
+
+
+# --- http_module -----------------------------------------------------------------
+
+
+def _check_http_module() -> list[str]:
+    from daphne import http_protocol
+    from twisted.python import deprecate
+
+    problems = _missing(deprecate, "_ModuleProxy")
+    if problems:
+        return problems
+    if not isinstance(http_protocol.http, deprecate._ModuleProxy):
+        problems.append("daphne.http_protocol.http is not behind Twisted's _ModuleProxy")
+    return problems + _unused_by(deprecate._ModuleProxy.__init__, "_module")
+
+
+def _build_http_module() -> list[tuple[Any, str, Any]]:
+    # daphne reaches ``twisted.web.http`` (``http.Request.__init__``,
+    # ``.write``, ``.finish``: several a request, one per chunk of a
+    # stream) through Twisted's deprecation proxy for that module, a Python
+    # ``__getattribute__`` per look-up. The names are the module's own.
+    from daphne import http_protocol
+
+    return [(http_protocol, "http", object.__getattribute__(http_protocol.http, "_module"))]
+
+
+PATCHES = (
+    Patch(
+        "daphne_factory",
+        {"Twisted": TWISTED, "daphne": DAPHNE},
+        _check_daphne_factory,
+        _build_daphne_factory,
+    ),
+    Patch("eager_writes", {"Twisted": TWISTED}, _check_eager_writes, _build_eager_writes),
+    Patch(
+        "http_module",
+        {"Twisted": TWISTED, "daphne": DAPHNE},
+        _check_http_module,
+        _build_http_module,
+    ),
+)
+NAMES = tuple(p.name for p in PATCHES)
+
+
+def selected(spec: str | None) -> list[str]:
+    """The names ``SWITCHYARD_SERVER_PATCHES`` asks for (see the module's docstring)."""
+    spec = (spec or "all").strip()
+    if spec == "all":
+        return list(NAMES)
+    if spec == "none":
+        return []
+    items = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [s for s in items if s.removeprefix("-") not in NAMES]
+    if unknown:
+        raise ValueError(
+            f"{ENV}: unknown patch {', '.join(unknown)}; known: all, none, {', '.join(NAMES)}"
+        )
+    removed = {s[1:] for s in items if s.startswith("-")}
+    if removed and len(removed) != len(items):
+        raise ValueError(f"{ENV}: either names or -names, not both")
+    return [n for n in NAMES if (n not in removed if removed else n in items)]
+
+
+def apply(spec: str | None) -> list[str]:
+    """Apply the patches ``spec`` selects whose internals are there.
+
+    Returns the names of those applied; the others are named in one warning.
+    """
+    wanted = selected(spec)
+    applied, left_out = [], []
+    for patch in PATCHES:
+        if patch.name not in wanted:
+            continue
+        problems = patch.problems()
+        if problems:
+            left_out.append(f"{patch.name} ({'; '.join(problems)})")
+            continue
+        for owner, attribute, value in patch.build():
+            setattr(owner, attribute, value)
+        applied.append(patch.name)
+    if left_out:
+        logger.warning("Server patches not applied, stock behaviour kept: %s", ", ".join(left_out))
+    logger.info("Server patches: %s", ", ".join(applied) or "none")
+    return applied
