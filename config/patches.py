@@ -181,26 +181,16 @@ class _BodyLimits:
 
         from django.conf import settings
 
-        from responses_api.errors import ApiError
+        from responses_api.errors import body_too_large, body_too_slow
 
         if self._refused:
             return
         self._refused = True
         self._stop_deadline()
         if status == 413:
-            cap = settings.SWITCHYARD_MAX_BODY_BYTES
-            error = ApiError(
-                413,
-                f"The request body is too large: at most {cap} bytes are accepted.",
-                code="request_too_large",
-            )
+            error = body_too_large(settings.SWITCHYARD_MAX_BODY_BYTES)
         else:
-            error = ApiError(
-                408,
-                "The request body did not arrive within "
-                f"{settings.SWITCHYARD_BODY_TIMEOUT_SECONDS:g} s.",
-                code="request_timeout",
-            )
+            error = body_too_slow(settings.SWITCHYARD_BODY_TIMEOUT_SECONDS)
         request_id = str(uuid.uuid4())
         body = error.to_bytes()
         reason = b"Payload Too Large" if status == 413 else b"Request Timeout"

@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 
 from accounts.models import Membership, Organisation
+from accounts.services import SETTINGS_FIELDS
 from responses_api.models import Backend, ServedModel
 from responses_api.services import MODEL_FIELDS
 
@@ -299,15 +300,7 @@ class AcceptInvitationForm(forms.Form):
 class OrganisationSettingsForm(ServiceForm):
     class Meta:
         model = Organisation
-        fields = [
-            "name",
-            "retention_policy",
-            "store_ttl_hours",
-            "usage_retention_days",
-            "default_rpm",
-            "default_tpm",
-            "default_concurrency",
-        ]
+        fields = list(SETTINGS_FIELDS)
         labels = {
             "retention_policy": "Stored responses",
             "store_ttl_hours": "Keep stored responses for (hours)",

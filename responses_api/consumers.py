@@ -28,7 +28,7 @@ from responses_api.auth import authenticate, cached_caller, key_from_headers
 from responses_api.call import Call, Reply
 from responses_api.draining import drain, shutting_down
 from responses_api.ending import end_exchange
-from responses_api.errors import ApiError, invalid
+from responses_api.errors import ApiError, body_too_large, body_too_slow, invalid
 from responses_api.exchange import Exchange, new_request_id
 from responses_api.responder import Responder
 
@@ -145,7 +145,7 @@ async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes:
         except ValueError:
             raise invalid("The Content-Length header is not a number.") from None
         if declared > cap:
-            raise too_large(cap)
+            raise body_too_large(cap)
     chunks: list[bytes] = []
     size = 0
     try:
@@ -159,28 +159,13 @@ async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes:
                 data = message.get("body", b"")
                 size += len(data)
                 if size > cap:
-                    raise too_large(cap)
+                    raise body_too_large(cap)
                 chunks.append(data)
                 if not message.get("more_body"):
                     break
     except TimeoutError:
-        raise ApiError(
-            408,
-            f"The request body did not arrive within "
-            f"{settings.SWITCHYARD_BODY_TIMEOUT_SECONDS:g} s.",
-            code="request_timeout",
-            headers=[(b"connection", b"close")],
-        ) from None
+        raise body_too_slow(settings.SWITCHYARD_BODY_TIMEOUT_SECONDS) from None
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def too_large(cap: int) -> ApiError:
-    return ApiError(
-        413,
-        f"The request body is too large: at most {cap} bytes are accepted.",
-        code="request_too_large",
-        headers=[(b"connection", b"close")],
-    )
 
 
 async def _watch(receive: Receive, responder: Responder, task: asyncio.Task[Any]) -> bool:

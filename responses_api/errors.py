@@ -183,3 +183,23 @@ def from_validation_error(exc: ValidationError, prefix: Sequence[str | int] = ()
     }:
         message = f"Invalid value for '{param}': {message[0].lower()}{message[1:]}."
     return invalid(message, param=param, code="invalid_value")
+
+
+def body_too_large(cap: int) -> ApiError:
+    """A request body over ``SWITCHYARD_MAX_BODY_BYTES``; the connection is closed."""
+    return ApiError(
+        413,
+        f"The request body is too large: at most {cap} bytes are accepted.",
+        code="request_too_large",
+        headers=[(b"connection", b"close")],
+    )
+
+
+def body_too_slow(seconds: float) -> ApiError:
+    """A request body not complete within ``SWITCHYARD_BODY_TIMEOUT_SECONDS``."""
+    return ApiError(
+        408,
+        f"The request body did not arrive within {seconds:g} s.",
+        code="request_timeout",
+        headers=[(b"connection", b"close")],
+    )

@@ -78,8 +78,10 @@ def _backend_clean(
         errors["base_url"] = [url_error]
     if values["dialect"] not in Backend.Dialect.values:
         errors["dialect"] = [f"Pick one of: {', '.join(Backend.Dialect.values)}."]
-    if not _positive(values["max_concurrency"]):
-        errors["max_concurrency"] = ["Ensure this value is greater than or equal to 1."]
+    concurrency = values["max_concurrency"]
+    if not (_positive(concurrency) or (concurrency == 0 and not isinstance(concurrency, bool))):
+        # 0: no limit of Switchyard's own (the backend queues for itself).
+        errors["max_concurrency"] = ["A whole number of requests at once; 0 for no limit."]
     if not isinstance(values["enabled"], bool):
         errors["enabled"] = ["True or false."]
     if not isinstance(values["extra_body"], dict):
@@ -233,7 +235,7 @@ def backend_ensure(
             name=name,
             base_url=base_url,
             dialect=dialect or Backend.Dialect.OPENAI,
-            max_concurrency=max_concurrency or 16,
+            max_concurrency=16 if max_concurrency is None else max_concurrency,
             upstream_key=api_key or "",
             extra_body=extra_body,
         )

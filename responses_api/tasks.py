@@ -1,24 +1,11 @@
 """Celery tasks: each takes ids (or nothing) and calls one domain function.
 
-The scheduled health check is ``console.tasks.check_backends``: it runs the
-same check and also keeps the console's health history, which this app
-cannot write (apps import only downward)."""
+The scheduled health check is ``console.tasks.check_backends``: it also
+keeps the console's health history, which this app cannot write (apps
+import only downward)."""
 
 from celery import shared_task
 from django.conf import settings
-
-
-@shared_task
-def check_backends() -> int:
-    """Check every enabled backend now, updating its health (no history)."""
-    from responses_api.backends.health import backend_check
-    from responses_api.models import Backend
-
-    checked = 0
-    for backend in Backend.objects.filter(enabled=True):
-        backend_check(backend=backend)
-        checked += 1
-    return checked
 
 
 @shared_task

@@ -133,8 +133,8 @@ def test_pinning_fails_loudly_and_never_reroutes(web, sims, fleet_for, provision
 
 
 def test_killed_backend_fails_over_before_the_first_token_and_goes_offline(web, fleet_for):
+    from console.tasks import check_backends
     from responses_api.models import Backend
-    from responses_api.tasks import check_backends
 
     victims = [start_simulator(), start_simulator()]
     try:
