@@ -59,7 +59,7 @@ def test_a_new_backend_is_audited_without_its_upstream_key(people, gpu):
         ({"base_url": "http://has space/v1"}, "base_url"),
         ({"base_url": "http://x:port/v1"}, "base_url"),
         ({"dialect": "tgi-9000"}, "dialect"),
-        ({"max_concurrency": 0}, "max_concurrency"),
+        ({"max_concurrency": -1}, "max_concurrency"),
     ],
 )
 def test_bad_backend_fields_are_refused_with_the_field_named(people, gpu, fields, field):
@@ -187,3 +187,15 @@ def test_a_shared_backend_is_audited_as_a_platform_change():
     backend, created = backend_ensure(organisation=None, name="shared", base_url="http://x/v1")
     entry = AuditEntry.objects.get(action="backend.create")
     assert created and entry.organisation is None and entry.source == "cli"
+
+
+def test_a_backend_without_a_concurrency_limit_of_its_own_is_allowed(people):
+    """0 means no limit of Switchyard's own: the backend queues for itself."""
+    backend = backend_create(
+        organisation=people["acme"],
+        actor=CLI,
+        name="open",
+        base_url="http://open:8000/v1",
+        max_concurrency=0,
+    )
+    assert backend.max_concurrency == 0
