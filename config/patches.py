@@ -198,7 +198,7 @@ class _BodyLimits:
             error = body_too_slow(settings.SWITCHYARD_BODY_TIMEOUT_SECONDS)
         request_id = str(uuid.uuid4())
         body = error.to_bytes()
-        reason = HTTPStatus(status).phrase.encode()
+        reason = _PHRASES[status]
         head = (
             b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
             b"x-request-id: %s\r\nconnection: close\r\n\r\n"
@@ -211,6 +211,9 @@ class _BodyLimits:
         transport = self.channel.transport  # type: ignore[attr-defined]
         transport.write(head + body)
         transport.loseConnection()
+
+
+_PHRASES = {status.value: status.phrase.encode() for status in HTTPStatus}
 
 
 def _build_daphne_factory() -> list[tuple[Any, str, Any]]:
@@ -227,12 +230,8 @@ def _build_daphne_factory() -> list[tuple[Any, str, Any]]:
             # Twisted's table of reason phrases lacks some codes the API
             # sends (429 goes out as "429 Unknown Status"): the standard
             # phrase of RFC 9110 and its extensions, as Python knows them.
-            if message is None:
-                try:
-                    message = HTTPStatus(code).phrase.encode()
-                except ValueError:
-                    pass  # not a standard code: Twisted's own fallback
-            super().setResponseCode(code, message)
+            # A code Python does not know keeps Twisted's own fallback.
+            super().setResponseCode(code, message or _PHRASES.get(code))
 
     class HTTPFactory(http_protocol.HTTPFactory):
         def buildProtocol(self, addr: Any) -> Any:
