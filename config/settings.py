@@ -250,9 +250,14 @@ LOGGING = {
         "text": {"()": "config.logging.TextFormatter"},
         "json": {"()": "config.logging.JsonFormatter"},
     },
+    "filters": {
+        "permission_denied": {"()": "config.logging.PermissionDeniedWithoutTraceback"},
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
+        # A 403 in the console is one warning line, not a traceback.
+        "django.request": {"filters": ["permission_denied"]},
         "django.channels.server": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
         # One line per upstream call would double the request log.
