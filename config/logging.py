@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from django.core.exceptions import PermissionDenied
 
 _FIELDS = "switchyard"
 
@@ -57,3 +58,16 @@ class TextFormatter(logging.Formatter):
         if isinstance(fields, dict):
             line += "".join(f" {k}={v}" for k, v in fields.items())
         return line
+
+
+class PermissionDeniedWithoutTraceback(logging.Filter):
+    """Django logs a 403 from ``PermissionDenied`` (logger ``django.request``)
+    as a warning with the exception attached: a traceback for what is an
+    ordinary answer to someone without the role. The line stays; the
+    traceback goes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], PermissionDenied):
+            record.exc_info = None
+            record.exc_text = None
+        return True

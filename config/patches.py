@@ -31,7 +31,10 @@ model's answer usually arrives). Each saves at least 3 % in one of them:
   receives the body (``_BodyLimits``, through ``Request.gotLength`` and
   ``handleContentChunk``): without it daphne holds a whole body in memory
   before the API can refuse it (ten 100 MB uploads: +714 MB of RSS, against
-  under 20 MB with it; ``tests/ops/test_body_limits.py``).
+  under 20 MB with it; ``tests/ops/test_body_limits.py``). And their status
+  lines carry the standard reason phrase (``Request.setResponseCode``,
+  which sets ``code_message``): Twisted's table lacks some codes the API
+  sends, and 429 would go out as ``429 Unknown Status``.
 - ``eager_writes``: Twisted's TCP ports make their connections' transports
   from ``tcp.Port.transport``; the subclass put there sends a write at once
   when nothing is queued before it (Twisted's buffer attributes
@@ -57,6 +60,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from http import HTTPStatus
 from importlib.metadata import version
 from typing import Any
 
@@ -119,6 +123,7 @@ def _check_daphne_factory() -> list[str]:
     problems += _unused_by(http.Request.__init__, "parsePOSTFormSubmission")
     problems += _missing(http.HTTPFactory, "log")
     problems += _missing(http.Request, "gotLength", "handleContentChunk", "requestReceived")
+    problems += _unused_by(http.Request.setResponseCode, "code_message")
     return problems
 
 
@@ -193,7 +198,7 @@ class _BodyLimits:
             error = body_too_slow(settings.SWITCHYARD_BODY_TIMEOUT_SECONDS)
         request_id = str(uuid.uuid4())
         body = error.to_bytes()
-        reason = b"Payload Too Large" if status == 413 else b"Request Timeout"
+        reason = _PHRASES[status]
         head = (
             b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
             b"x-request-id: %s\r\nconnection: close\r\n\r\n"
@@ -208,6 +213,9 @@ class _BodyLimits:
         transport.loseConnection()
 
 
+_PHRASES = {status.value: status.phrase.encode() for status in HTTPStatus}
+
+
 def _build_daphne_factory() -> list[tuple[Any, str, Any]]:
     from daphne import http_protocol, server
 
@@ -217,6 +225,13 @@ def _build_daphne_factory() -> list[tuple[Any, str, Any]]:
             # decode HTML forms into ``request.args``, which daphne never
             # reads (the ASGI application gets the raw body).
             super().__init__(*args, parsePOSTFormSubmission=False, **kwargs)
+
+        def setResponseCode(self, code: int, message: bytes | None = None) -> None:
+            # Twisted's table of reason phrases lacks some codes the API
+            # sends (429 goes out as "429 Unknown Status"): the standard
+            # phrase of RFC 9110 and its extensions, as Python knows them.
+            # A code Python does not know keeps Twisted's own fallback.
+            super().setResponseCode(code, message or _PHRASES.get(code))
 
     class HTTPFactory(http_protocol.HTTPFactory):
         def buildProtocol(self, addr: Any) -> Any:

@@ -57,6 +57,33 @@ if PRODUCTION:
         )
     if DEBUG:
         raise ImproperlyConfigured("DEBUG must not be true when SWITCHYARD_PRODUCTION is set.")
+    # Given, but unsafe: each problem says how to fix it, all in one message.
+    _unsafe = []
+    if len(secret("SECRET_KEY") or "") < 50:
+        _unsafe.append(
+            "SECRET_KEY is shorter than 50 characters; generate one with: "
+            "python3 -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+    if any("*" in host for host in env.list("ALLOWED_HOSTS", default=[])):
+        _unsafe.append(
+            "ALLOWED_HOSTS contains '*', which accepts any Host header; list the names "
+            "clients and probes use (e.g. switchyard.example.com,localhost)"
+        )
+    _database = env.db_url_config(secret("DATABASE_URL") or "")
+    if _database["ENGINE"].endswith("sqlite3") and not env.bool(
+        "SWITCHYARD_ALLOW_SQLITE", default=False
+    ):
+        _unsafe.append(
+            "DATABASE_URL is a SQLite database, which serialises writers and cannot be shared "
+            "by several processes; use postgres://USER:PASSWORD@HOST:5432/NAME, or set "
+            "SWITCHYARD_ALLOW_SQLITE=true for a single-process installation"
+        )
+    if _unsafe:
+        raise ImproperlyConfigured(
+            "SWITCHYARD_PRODUCTION is set but these settings are unsafe: "
+            + "; ".join(_unsafe)
+            + "."
+        )
 
 SECRET_KEY = secret("SECRET_KEY") or "switchyard-embedded-default-not-for-production"
 
@@ -223,9 +250,14 @@ LOGGING = {
         "text": {"()": "config.logging.TextFormatter"},
         "json": {"()": "config.logging.JsonFormatter"},
     },
+    "filters": {
+        "permission_denied": {"()": "config.logging.PermissionDeniedWithoutTraceback"},
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
+        # A 403 in the console is one warning line, not a traceback.
+        "django.request": {"filters": ["permission_denied"]},
         "django.channels.server": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
         # One line per upstream call would double the request log.

@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from console.forms import RANGES
-from responses_api.usage import EXPORT_COLUMNS
+from responses_api.usage import EXPORT_COLUMNS, csv_cell
 
 # The usage log's export columns, with the organisation and key named for
 # people reading the file (the console's export leaves out internal ids).
@@ -72,9 +72,7 @@ def usage_csv_lines(queryset: QuerySet) -> Iterator[str]:
     writer.writerow(CSV_HEADER)
     rows = queryset.order_by("-created_at").values_list(*CSV_COLUMNS).iterator(chunk_size=CHUNK)
     for row in rows:
-        writer.writerow(
-            [value.isoformat() if hasattr(value, "isoformat") else value for value in row]
-        )
+        writer.writerow([csv_cell(v.isoformat() if hasattr(v, "isoformat") else v) for v in row])
         if buffer.tell() >= PIECE:
             yield buffer.getvalue()
             buffer.seek(0)

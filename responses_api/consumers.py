@@ -30,6 +30,7 @@ from responses_api.draining import drain, shutting_down
 from responses_api.ending import end_exchange
 from responses_api.errors import ApiError, body_too_large, body_too_slow, invalid
 from responses_api.exchange import Exchange, new_request_id
+from responses_api.metrics import unauthenticated_observe
 from responses_api.responder import Responder
 
 log = logging.getLogger("switchyard.requests")
@@ -60,14 +61,14 @@ class ApiConsumer:
         call = Call(exchange, Responder(send, exchange), headers, params=match.params)
         if drain.draining:
             # Not admitted (so no usage row): the client retries elsewhere.
-            await call.responder.error(shutting_down())
+            await _refuse(call, shutting_down())
             return
         key = key_from_headers(headers)
         try:
             exchange.caller = cached_caller(key) or await authenticate(key)
         except ApiError as error:
             # Unauthenticated: no usage row, and the body is never read.
-            await call.responder.error(match.error or error)
+            await _refuse(call, match.error or error)
             return
         if match.error is not None or match.handler is None:
             await end_exchange(call, error=match.error)
@@ -95,6 +96,30 @@ class ApiConsumer:
             await _run(call, match.handler, task, listener)
         finally:
             listener.cancel()
+
+
+async def _refuse(call: Call, error: ApiError) -> None:
+    """Answer a request refused before authentication. It belongs to no
+    organisation, so it leaves no usage row: it is counted by reason and
+    logged as one line (never with the key) that the console's trace page
+    points support staff to."""
+    exchange = call.exchange
+    reason = error.code or error.type
+    unauthenticated_observe(reason=reason)
+    log.info(
+        "request refused",
+        extra={
+            "switchyard": {
+                "request_id": exchange.request_id,
+                "method": exchange.method,
+                "endpoint": exchange.endpoint[:200],
+                "status": error.status,
+                "reason": reason,
+                "client_ip": exchange.client_ip,
+            }
+        },
+    )
+    await call.responder.error(error)
 
 
 async def _run(

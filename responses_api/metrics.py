@@ -63,6 +63,12 @@ RATE_LIMITED = Counter(
     "Requests answered 429, by error code (key/organisation limits or a backend's).",
     ["model", "code"],
 )
+UNAUTHENTICATED = Counter(
+    "switchyard_unauthenticated_requests",
+    "Requests refused before authentication (no usage row), by reason: the error code "
+    "answered (invalid_api_key, unknown_url, method_not_allowed, server_shutting_down).",
+    ["reason"],
+)
 IN_FLIGHT = Gauge(
     "switchyard_backend_in_flight",
     "Requests currently holding a slot on a backend.",
@@ -124,6 +130,18 @@ def request_observe(*, row: dict[str, Any]) -> None:
         series.queue_wait.observe(row["queue_wait_ms"] / 1000)
     if status == 429:
         RATE_LIMITED.labels(model, row.get("error_code") or "").inc()
+
+
+_unauthenticated: dict[str, Any] = {}
+
+
+def unauthenticated_observe(*, reason: str) -> None:
+    """Count one request refused before authentication. ``reason`` is an
+    error code of the platform's, so the series stay few."""
+    counter = _unauthenticated.get(reason)
+    if counter is None:
+        counter = _unauthenticated[reason] = UNAUTHENTICATED.labels(reason)
+    counter.inc()
 
 
 _in_flight: dict[str, Any] = {}

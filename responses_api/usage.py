@@ -95,6 +95,19 @@ EXPORT_COLUMNS = (
 )
 _FIELDS = frozenset({"organisation_id", "api_key_id", *EXPORT_COLUMNS})
 
+# A spreadsheet reads a cell starting with one of these as a formula: a
+# user agent, a model name or an error message from a request could then
+# run one in whoever opens the export. OWASP's "CSV Injection" rule: prefix
+# such a text cell with a quote. Numbers (a negative cost) are left alone.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` as a CSV cell that no spreadsheet runs as a formula."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
 
 def _default(value: Any) -> Any:
     if isinstance(value, Decimal):

@@ -91,7 +91,10 @@ def trace_search(request: ConsoleRequest) -> HttpResponse:
             pass
         else:
             return redirect("console:support_trace", request_id=request_id)
-    return render(request, "console/trace_missing.html", {"q": str(request_id)}, status=404)
+    # Support staff searched every organisation: no row exists at all, which
+    # is what a request refused before authentication leaves.
+    context = {"q": str(request_id), "nowhere": console.support}
+    return render(request, "console/trace_missing.html", context, status=404)
 
 
 def _timing(row) -> dict:

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.management.commands._common import get_org
 from responses_api.models import UsageLog
-from responses_api.usage import EXPORT_COLUMNS
+from responses_api.usage import EXPORT_COLUMNS, csv_cell
 
 CHUNK = 2000
 COLUMNS = EXPORT_COLUMNS
@@ -72,10 +72,12 @@ class Command(BaseCommand):
         values = rows.order_by("created_at", "id").values_list(*COLUMNS)
         out = self.stdout
         if options["format"] == "csv":
-            writer = csv.writer(out, lineterminator="\n")
+            # RFC 4180's CRLF: the writer then quotes a cell holding a lone
+            # CR (a user agent may), which "\n" line ends would leave bare.
+            writer = csv.writer(out)
             writer.writerow(COLUMNS)
             for record in values.iterator(chunk_size=CHUNK):
-                writer.writerow([_cell(v) for v in record])
+                writer.writerow([csv_cell(_cell(v)) for v in record])
         else:
             for record in values.iterator(chunk_size=CHUNK):
                 line = dict(zip(COLUMNS, (_json(v) for v in record), strict=True))
