@@ -285,6 +285,12 @@ SWITCHYARD_READ_TIMEOUT = env.float("SWITCHYARD_READ_TIMEOUT", default=600.0)
 SWITCHYARD_MAX_BODY_BYTES = env.int("SWITCHYARD_MAX_BODY_BYTES", default=16 * 1024 * 1024)
 # A request body not complete this long after its headers is answered 408.
 SWITCHYARD_BODY_TIMEOUT_SECONDS = env.float("SWITCHYARD_BODY_TIMEOUT_SECONDS", default=30.0)
+# Sign-in throttle (console and admin): this many failures within the window
+# lock the account, or the client address, until the window (opened by the
+# first failure) ends.
+SWITCHYARD_LOGIN_ACCOUNT_LIMIT = env.int("SWITCHYARD_LOGIN_ACCOUNT_LIMIT", default=5)
+SWITCHYARD_LOGIN_IP_LIMIT = env.int("SWITCHYARD_LOGIN_IP_LIMIT", default=20)
+SWITCHYARD_LOGIN_WINDOW_SECONDS = env.int("SWITCHYARD_LOGIN_WINDOW_SECONDS", default=15 * 60)
 # Interval of repeated response.in_progress events while a stream waits.
 SWITCHYARD_KEEPALIVE_SECONDS = env.float("SWITCHYARD_KEEPALIVE_SECONDS", default=10.0)
 SWITCHYARD_QUEUE_TIMEOUT = env.float("SWITCHYARD_QUEUE_TIMEOUT", default=30.0)
