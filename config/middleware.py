@@ -22,5 +22,5 @@ class SecurityHeadersMiddleware(MiddlewareMixin):
         if user is not None and user.is_authenticated:
             # Console pages and exports (the usage CSV) hold an organisation's
             # data: no browser or proxy cache may keep a copy.
-            patch_cache_control(response, no_store=True, private=True)
+            patch_cache_control(response, no_store=True)
         return response
