@@ -336,16 +336,17 @@ def invitation_from_token(*, token: str) -> Invitation | None:
 def invitation_create(
     *, organisation: Organisation, actor: Actor, email: str, role: str
 ) -> tuple[Invitation, str]:
-    """Invite someone without an account; returns the invitation and the
-    token of its one-time link (sending it is the caller's business)."""
+    """Invite someone by email; returns the invitation and the token of its
+    one-time link (sending it is the caller's business).
+
+    Whether the address already has an account is not checked here: the
+    answer would tell the inviting admin about accounts in other
+    organisations. The link's page asks a newcomer to choose a password and
+    someone with an account to sign in with it (``invitation_join``)."""
     email = _email(email)
     role = _role(role)
     if role == OWNER:
         _require_owner(actor=actor, organisation=organisation)
-    if _has_account(email) is not None:
-        raise ValidationError(
-            {"email": f"{email} already has an account: add them as an existing user."}
-        )
     invitation = Invitation.objects.create(
         organisation=organisation,
         email=email,
@@ -413,6 +414,42 @@ def invitation_accept(
         details={"role": invitation.role, "invitation_id": str(invitation.id)},
     )
     return user
+
+
+def invitation_account(*, invitation: Invitation) -> User | None:
+    """The existing account the invitation's address belongs to, if any."""
+    return _has_account(invitation.email)
+
+
+@transaction.atomic
+def invitation_join(
+    *,
+    invitation: Invitation,
+    user: User,
+    source: AuditEntry.Source = AuditEntry.Source.CONSOLE,
+) -> Membership:
+    """Add the signed-in owner of the invited address to the organisation;
+    the link is spent."""
+    invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    if invitation.status != "pending":
+        raise ValidationError("This invitation has already been used or has expired.")
+    account = _has_account(invitation.email)
+    if account is None or account.pk != user.pk:
+        raise ValidationError(f"This invitation is for {invitation.email}.")
+    membership, created = Membership.objects.get_or_create(
+        user=user, organisation=invitation.organisation, defaults={"role": invitation.role}
+    )
+    invitation.accepted_at = timezone.now()
+    invitation.save(update_fields=["accepted_at"])
+    if created:
+        audit_record(
+            organisation=invitation.organisation,
+            actor=Actor(user=user, source=source),
+            action="member.join",
+            target=invitation.email,
+            details={"role": invitation.role, "invitation_id": str(invitation.id)},
+        )
+    return membership
 
 
 # --- API keys --------------------------------------------------------------------

@@ -138,7 +138,27 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.middleware.SecurityHeadersMiddleware",
 ]
+
+# The Content-Security-Policy of every page Django serves: scripts, styles,
+# fonts and fetches from this origin only, no inline script or style (the
+# templates keep theirs in static files), never framed. Images may also be
+# data: URIs, which Swagger UI's stylesheet uses for its icons on /api/v1/docs.
+SWITCHYARD_CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
@@ -297,6 +317,12 @@ SWITCHYARD_READ_TIMEOUT = env.float("SWITCHYARD_READ_TIMEOUT", default=600.0)
 SWITCHYARD_MAX_BODY_BYTES = env.int("SWITCHYARD_MAX_BODY_BYTES", default=16 * 1024 * 1024)
 # A request body not complete this long after its headers is answered 408.
 SWITCHYARD_BODY_TIMEOUT_SECONDS = env.float("SWITCHYARD_BODY_TIMEOUT_SECONDS", default=30.0)
+# Sign-in throttle (console and admin): this many failures within the window
+# lock the account, or the client address, until the window (opened by the
+# first failure) ends.
+SWITCHYARD_LOGIN_ACCOUNT_LIMIT = env.int("SWITCHYARD_LOGIN_ACCOUNT_LIMIT", default=5)
+SWITCHYARD_LOGIN_IP_LIMIT = env.int("SWITCHYARD_LOGIN_IP_LIMIT", default=20)
+SWITCHYARD_LOGIN_WINDOW_SECONDS = env.int("SWITCHYARD_LOGIN_WINDOW_SECONDS", default=15 * 60)
 # Interval of repeated response.in_progress events while a stream waits.
 SWITCHYARD_KEEPALIVE_SECONDS = env.float("SWITCHYARD_KEEPALIVE_SECONDS", default=10.0)
 SWITCHYARD_QUEUE_TIMEOUT = env.float("SWITCHYARD_QUEUE_TIMEOUT", default=30.0)

@@ -1,6 +1,10 @@
 from django.contrib import admin
 
+from console.forms import AdminLoginForm
 from console.models import BackendHealthCheck
+
+# The admin's sign-in shares the console's throttle.
+admin.site.login_form = AdminLoginForm
 
 
 @admin.register(BackendHealthCheck)

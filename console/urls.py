@@ -1,13 +1,20 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
+from console.forms import LoginForm
 from console.views import backends, catalogue, dashboard, keys, organisation, support, usage
 from console.views.base import member_view, signed_in_view
 
 app_name = "console"
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="console/login.html", authentication_form=LoginForm
+        ),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path(
         "account/password/",

@@ -29,8 +29,10 @@ from accounts.audit import Actor
 from accounts.models import Membership
 from accounts.services import (
     invitation_accept,
+    invitation_account,
     invitation_create,
     invitation_from_token,
+    invitation_join,
     invitation_revoke,
     member_add,
     member_remove,
@@ -121,7 +123,9 @@ def member_invite(request: HttpRequest, membership) -> HttpResponse:
             send_mail(
                 subject=f"You are invited to {org.name} on Switchyard",
                 message=f"{request.user.get_username()} invited you to {org.name} as "
-                f"{invitation.role}.\n\nSet your password here (valid for 7 days, once):\n{link}\n",
+                f"{invitation.role}.\n\nOpen this link to join (valid for 7 days, once):\n"
+                f"{link}\n\nIf you already have a Switchyard account for this address, "
+                "sign in with it there; otherwise choose a password there.\n",
                 from_email=None,
                 recipient_list=[invitation.email],
                 fail_silently=True,
@@ -185,6 +189,9 @@ def invitation_accept_page(request: HttpRequest, token: str) -> HttpResponse:
     invitation = invitation_from_token(token=token)
     if invitation is None:
         return render(request, "console/invitation_invalid.html", status=404)
+    account = invitation_account(invitation=invitation)
+    if account is not None:
+        return _invitation_join_page(request, invitation, account)
     form = AcceptInvitationForm(request.POST or None, email=invitation.email)
     if request.method == "POST" and form.is_valid():
         try:
@@ -198,6 +205,25 @@ def invitation_accept_page(request: HttpRequest, token: str) -> HttpResponse:
             return redirect("console:dashboard")
     return render(
         request, "console/invitation_accept.html", {"form": form, "invitation": invitation}
+    )
+
+
+def _invitation_join_page(request: HttpRequest, invitation, account) -> HttpResponse:
+    """The invited address has an account: its owner signs in, then joins."""
+    signed_in = request.user.is_authenticated and request.user.pk == account.pk
+    if request.method == "POST" and signed_in:
+        try:
+            invitation_join(invitation=invitation, user=account)
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+        else:
+            request.session[SESSION_ORG] = invitation.organisation_id
+            messages.success(request, f"Welcome to {invitation.organisation.name}.")
+            return redirect("console:dashboard")
+    return render(
+        request,
+        "console/invitation_join.html",
+        {"invitation": invitation, "signed_in": signed_in, "here": request.get_full_path()},
     )
 
 

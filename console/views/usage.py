@@ -110,13 +110,13 @@ def _timing(row) -> dict:
         ]
     else:
         segments.append(("waiting", "No token produced", max(total - queue, 0.0)))
-    return {
-        "total": total,
-        "segments": [
-            {"css": css, "label": label, "ms": ms, "pct": (100 * ms / total) if total else 0}
-            for css, label, ms in segments
-        ],
-    }
+    drawn: list[dict] = []
+    start = 0.0
+    for css, label, ms in segments:
+        pct = (100 * ms / total) if total else 0
+        drawn.append({"css": css, "label": label, "ms": ms, "pct": pct, "x": start})
+        start += pct
+    return {"total": total, "segments": drawn}
 
 
 def _trace_context(row) -> dict:

@@ -75,6 +75,14 @@ def _wait_for_text(page, url: str, text: str, timeout: float = 15.0) -> None:
 def test_key_lifecycle_usage_and_trace_in_a_browser(page, api_server, provision, simulator):
     provision("acme", simulator.url)
     console = api_server.url + "/console/"
+    # Chromium reports each Content-Security-Policy violation on the console.
+    violations: list[str] = []
+    page.on(
+        "console",
+        lambda message: (
+            refused.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
 
     page.goto(console)
     page.fill("input[name=username]", "alice@example.com")
@@ -144,3 +152,8 @@ def test_key_lifecycle_usage_and_trace_in_a_browser(page, api_server, provision,
     with pytest.raises(AuthenticationError) as refused:
         client.responses.create(model="sim-model", input="Say hi")
     assert refused.value.status_code == 401
+
+    page.goto(api_server.url + "/api/v1/docs")
+    page.wait_for_selector(".swagger-ui .info")
+    page.screenshot(path=str(ARTIFACTS / "api-docs.png"), full_page=True)
+    assert violations == []

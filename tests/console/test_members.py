@@ -2,6 +2,7 @@
 remove; an organisation always keeps an owner; only owners manage owners."""
 
 import re
+from urllib.parse import urlparse
 
 import pytest
 from django.contrib.auth.models import User
@@ -83,12 +84,42 @@ def test_a_tampered_or_withdrawn_invitation_is_refused(as_user, crew):
     assert Client().get(path).status_code == 404
 
 
-def test_inviting_someone_with_an_account_is_refused(as_user, crew):
+def test_an_invitation_does_not_reveal_whether_the_address_has_an_account(as_user, crew):
+    """Charlie has an account (in Globex); nobody@ has none: Alice sees the same page."""
+    pages = {}
+    for email in ("charlie@example.com", "nobody@example.com"):
+        response = as_user("alice").post(
+            reverse("console:member_invite"),
+            {"invite-email": email, "invite-role": "viewer"},
+        )
+        assert response.status_code == 200
+        text = response.content.decode().replace(email, "EMAIL")
+        text = re.sub(r"/console/invitation/[^/\"<]+/", "/console/invitation/LINK/", text)
+        text = re.sub(r"csrfmiddlewaretoken\" value=\"[^\"]+|X-CSRFToken\": \"[^\"]+", "CSRF", text)
+        text = re.sub(r"\d{2} \w{3} \d{4} \d{2}:\d{2}", "WHEN", text)
+        text = re.sub(r"(?s)<tbody>.*?</tbody>", "", text)
+        pages[email] = text
+    assert pages["charlie@example.com"] == pages["nobody@example.com"]
+    bodies = [m.body for m in mail.outbox]
+    assert len(bodies) == 2
+    assert all("If you already have a Switchyard account" in body for body in bodies)
+    assert all("choose a password" in body for body in bodies)
+
+
+def test_someone_with_an_account_joins_by_signing_in(as_user, crew):
     response = as_user("alice").post(
         reverse("console:member_invite"),
         {"invite-email": "charlie@example.com", "invite-role": "viewer"},
     )
-    assert response.status_code == 400 and "already has an account" in response.content.decode()
+    path = urlparse(response.context["invite_link"]).path
+    anonymous = Client().get(path).content.decode()
+    assert "You already have an account" in anonymous and "password1" not in anonymous
+    charlie = as_user("charlie")
+    assert "Join" in charlie.get(path).content.decode()
+    assert charlie.post(path).status_code == 302
+    membership = Membership.objects.get(user=crew["charlie"], organisation=crew["acme"])
+    assert membership.role == "viewer"
+    assert Client().get(path).status_code == 404
 
 
 def test_roles_change_and_members_are_removed(as_user, crew):
