@@ -27,6 +27,7 @@ from responses_api import routes
 from responses_api.auth import authenticate, cached_caller, key_from_headers
 from responses_api.call import Call, Reply
 from responses_api.draining import drain, shutting_down
+from responses_api.encoding import decode_body
 from responses_api.ending import end_exchange
 from responses_api.errors import ApiError, body_too_large, body_too_slow, invalid
 from responses_api.exchange import Exchange, new_request_id
@@ -161,7 +162,8 @@ async def _run(
 
 
 async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes:
-    """The request's body, under the size cap and the read deadline."""
+    """The request's body, under the size cap and the read deadline, decoded
+    (``Content-Encoding``) under the same cap."""
     cap = settings.SWITCHYARD_MAX_BODY_BYTES
     length = headers.get(b"content-length")
     if length is not None:
@@ -190,7 +192,8 @@ async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes:
                     break
     except TimeoutError:
         raise body_too_slow(settings.SWITCHYARD_BODY_TIMEOUT_SECONDS) from None
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return decode_body(body, headers.get(b"content-encoding"), cap=cap)
 
 
 async def _watch(receive: Receive, responder: Responder, task: asyncio.Task[Any]) -> bool:

@@ -66,7 +66,8 @@ def invalid(
     return ApiError(400, message, param=param, code=code)
 
 
-def _param(loc: Sequence[str | int]) -> str:
+def param_path(loc: Sequence[str | int]) -> str:
+    """``["tools", 0, "parameters"]`` as the client writes it: ``tools[0].parameters``."""
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -141,8 +142,8 @@ def from_validation_error(exc: ValidationError, prefix: Sequence[str | int] = ()
     if first["type"] == REFUSED:
         if ctx.get("field"):
             loc.append(ctx["field"])
-        return invalid(first["msg"], param=_param(loc) or None, code=ctx["code"])
-    param = _param(loc) or None
+        return invalid(first["msg"], param=param_path(loc) or None, code=ctx["code"])
+    param = param_path(loc) or None
     if first["type"] == "is_instance_of":
         # A JSON object checked by its type alone (protocol.JsonObject).
         message = f"Invalid value for '{param}': input should be an object."
@@ -202,4 +203,14 @@ def body_too_slow(seconds: float) -> ApiError:
         f"The request body did not arrive within {seconds:g} s.",
         code="request_timeout",
         headers=[(b"connection", b"close")],
+    )
+
+
+def too_deep(limit: int, param: str | None = None) -> ApiError:
+    """A request body nesting JSON deeper than ``limit`` levels."""
+    where = f" in '{param}'" if param else ""
+    return invalid(
+        f"The request body nests JSON too deeply{where}: at most {limit} levels are accepted.",
+        param=param,
+        code="invalid_json",
     )

@@ -71,6 +71,10 @@ HOSTED_ITEM_TYPES = frozenset(
 )
 
 
+# The largest integer a backend's token and count fields take (int32).
+MAX_INT = 2**31 - 1
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -405,7 +409,7 @@ class Reasoning(Strict):
     effort: Effort | None = None
     summary: Literal["auto", "concise", "detailed", "none"] | None = None
     generate_summary: Literal["auto", "concise", "detailed"] | None = None
-    max_tokens: StrictInt | None = Field(default=None, ge=0)
+    max_tokens: StrictInt | None = Field(default=None, ge=0, le=MAX_INT)
 
     @property
     def thinking(self) -> bool:
@@ -461,7 +465,7 @@ class CreateResponse(Strict):
     input: Input
     instructions: StrictStr | None = None
     stream: StrictBool | None = None
-    max_output_tokens: StrictInt | None = Field(default=None, ge=1)
+    max_output_tokens: StrictInt | None = Field(default=None, ge=1, le=MAX_INT)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
     tools: Tools | None = None
@@ -469,7 +473,7 @@ class CreateResponse(Strict):
         Literal["auto", "none", "required"] | FunctionChoice | AllowedToolsChoice | HostedChoice
     ) | None = None
     parallel_tool_calls: StrictBool | None = None
-    max_tool_calls: StrictInt | None = Field(default=None, ge=1)
+    max_tool_calls: StrictInt | None = Field(default=None, ge=1, le=MAX_INT)
     text: TextConfig | None = None
     reasoning: Reasoning | None = None
     include: list[StrictStr] | None = None
@@ -482,7 +486,7 @@ class CreateResponse(Strict):
     prompt_cache_retention: Literal["in_memory", "24h", "in-memory"] | None = None
     service_tier: Literal["auto", "default", "flex", "priority", "scale"] | None = None
     stream_options: StreamOptions | None = None
-    top_logprobs: StrictInt | None = None
+    top_logprobs: StrictInt | None = Field(default=None, ge=0, le=20)
     truncation: Literal["auto", "disabled"] | None = None
     background: StrictBool | None = None
     client_metadata: dict[str, Any] | None = None

@@ -1,11 +1,15 @@
-"""Random bodies and field types never produce a 5xx (SPEC §4.7)."""
+"""Random bodies and field types, deep nesting, huge numbers, compressed and
+mis-encoded bodies never produce a 5xx (SPEC §4.7)."""
 
 from __future__ import annotations
 
+import gzip
 import uuid
 
 import httpx
+import orjson
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -78,6 +82,77 @@ def test_random_bodies_get_a_2xx_or_a_4xx_envelope(endpoint):
     def check(body):
         response = endpoint.post("/v1/responses", json=body)
         assert response.status_code < 500, (body, response.text)
+        uuid.UUID(response.headers["x-request-id"])
+        if response.status_code >= 400:
+            error = response.json()["error"]
+            assert set(error) == {"message", "type", "param", "code"}
+            assert error["message"]
+
+    check()
+
+
+# Free-form places of a body, each with ``%s`` where a value goes.
+PLACES = [
+    b'{"model":"sim-model","input":"hi","tools":[{"type":"function","name":"f","parameters":%s}]}',
+    b'{"model":"sim-model","input":"hi","text":{"format":{"type":"json_schema","name":"s",'
+    b'"schema":%s}}}',
+    b'{"model":"sim-model","input":"hi","metadata":%s}',
+    b'{"model":"sim-model","input":[{"role":"user","content":"hi","extra":%s}]}',
+    b'{"model":"sim-model","input":[{"type":"tool_search_call","call_id":"c","arguments":%s}]}',
+    b'{"model":"sim-model","input":"hi","max_output_tokens":%s}',
+    b'{"model":"sim-model","input":"hi","reasoning":{"max_tokens":%s}}',
+    b'{"model":"sim-model","input":"hi","max_tool_calls":%s}',
+    b'{"model":"sim-model","input":"hi","temperature":%s}',
+]
+HUGE = [b"2147483648", b"9223372036854775808", b"18446744073709551616", b"1e309", b"-0", b"-0.0"]
+
+
+@st.composite
+def edge_values(draw) -> bytes:
+    kind = draw(st.sampled_from(["deep", "huge", "json"]))
+    if kind == "deep":
+        levels = draw(st.integers(1, 1100) | st.sampled_from([127, 128, 129, 254, 256, 1024, 5000]))
+        opener, closer = draw(st.sampled_from([(b'{"a":', b"}"), (b"[", b"]")]))
+        return opener * levels + b"1" + closer * levels
+    if kind == "huge":
+        return draw(st.sampled_from(HUGE))
+    return orjson.dumps(draw(values))
+
+
+def _encode(data: bytes, encoding: str) -> bytes:
+    if encoding == "gzip":
+        return gzip.compress(data)
+    if encoding == "zstd":
+        return zstandard.ZstdCompressor().compress(data)
+    return data
+
+
+raw_bodies = st.tuples(
+    st.sampled_from(PLACES),
+    edge_values(),
+    st.sampled_from(["", "identity", "gzip", "zstd", "br", "gzip, zstd", "bogus"]),
+    st.sampled_from([b"", b"\xff", b"\xed\xa0\x80", b"\xc3"]),
+)
+
+
+def test_deep_huge_compressed_and_mis_encoded_bodies_get_a_2xx_or_a_4xx_envelope(endpoint):
+    @settings(
+        max_examples=120,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(raw=raw_bodies)
+    def check(raw):
+        place, value, encoding, bad_bytes = raw
+        data = place % value
+        if bad_bytes:
+            data = data.replace(b'"hi"', b'"h' + bad_bytes + b'i"', 1)
+        headers = {"content-type": "application/json"}
+        if encoding:
+            headers["content-encoding"] = encoding
+        response = endpoint.post("/v1/responses", content=_encode(data, encoding), headers=headers)
+        assert response.status_code < 500, (data[:200], encoding, response.text)
         uuid.UUID(response.headers["x-request-id"])
         if response.status_code >= 400:
             error = response.json()["error"]
