@@ -404,16 +404,24 @@ def invitation_accept(
         username=invitation.email, email=invitation.email, password=password
     )
     Membership.objects.create(user=user, organisation=invitation.organisation, role=invitation.role)
+    _invitation_spent(invitation=invitation, user=user, source=source, joined=True)
+    return user
+
+
+def _invitation_spent(
+    *, invitation: Invitation, user: User, source: AuditEntry.Source, joined: bool
+) -> None:
+    """The link is used up; a new member's joining is audited."""
     invitation.accepted_at = timezone.now()
     invitation.save(update_fields=["accepted_at"])
-    audit_record(
-        organisation=invitation.organisation,
-        actor=Actor(user=user, source=source),
-        action="member.join",
-        target=invitation.email,
-        details={"role": invitation.role, "invitation_id": str(invitation.id)},
-    )
-    return user
+    if joined:
+        audit_record(
+            organisation=invitation.organisation,
+            actor=Actor(user=user, source=source),
+            action="member.join",
+            target=invitation.email,
+            details={"role": invitation.role, "invitation_id": str(invitation.id)},
+        )
 
 
 def invitation_account(*, invitation: Invitation) -> User | None:
@@ -439,16 +447,7 @@ def invitation_join(
     membership, created = Membership.objects.get_or_create(
         user=user, organisation=invitation.organisation, defaults={"role": invitation.role}
     )
-    invitation.accepted_at = timezone.now()
-    invitation.save(update_fields=["accepted_at"])
-    if created:
-        audit_record(
-            organisation=invitation.organisation,
-            actor=Actor(user=user, source=source),
-            action="member.join",
-            target=invitation.email,
-            details={"role": invitation.role, "invitation_id": str(invitation.id)},
-        )
+    _invitation_spent(invitation=invitation, user=user, source=source, joined=created)
     return membership
 
 
