@@ -61,3 +61,9 @@ def login_success_record(*, username: str) -> None:
     """A successful sign-in clears the account's failures (not the address's)."""
     for key, _limit in _counters(username=username, ip=None):
         cache.delete_many([f"{key}:count", f"{key}:start"])
+
+
+def login_throttle_forget(*, username: str = "", ip: str | None = None) -> None:
+    """Drop the counts of an account and/or an address (an admin's unlock)."""
+    for key, _limit in _counters(username=username, ip=ip):
+        cache.delete_many([f"{key}:count", f"{key}:start"])
