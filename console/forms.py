@@ -20,7 +20,7 @@ from django.utils import timezone
 from accounts.models import Membership, Organisation
 from accounts.services import SETTINGS_FIELDS
 from console.throttle import login_failure_record, login_lockout, login_success_record
-from responses_api.models import Backend, ServedModel
+from responses_api.models import REASONING_LEVELS, Backend, ServedModel
 from responses_api.services import MODEL_FIELDS
 
 
@@ -158,6 +158,18 @@ class ServedModelForm(ServiceForm):
         required=False,
         help_text="Other names clients may use, separated by commas.",
     )
+    reasoning_levels = forms.MultipleChoiceField(
+        required=False,
+        choices=[(level, level) for level in REASONING_LEVELS],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The reasoning efforts it takes; none ticked means low, medium and high.",
+    )
+    default_reasoning_effort = forms.ChoiceField(
+        required=False,
+        choices=[("", "medium, or its lowest level")]
+        + [(level, level) for level in REASONING_LEVELS],
+        help_text="What Codex sends unless told otherwise.",
+    )
 
     class Meta:
         model = ServedModel
@@ -169,6 +181,8 @@ class ServedModelForm(ServiceForm):
             "price_input": "Price per 1M input tokens",
             "price_cached_input": "Price per 1M cached input tokens",
             "price_output": "Price per 1M output tokens",
+            "supports_reasoning": "Reasoning",
+            "supports_vision": "Accepts images",
         }
         help_texts = {
             "public_id": "What clients put in “model”, e.g. qwen3-32b.",
@@ -180,6 +194,7 @@ class ServedModelForm(ServiceForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.initial["aliases"] = ", ".join(self.instance.aliases or [])
+            self.initial["reasoning_levels"] = list(self.instance.reasoning_levels or [])
         _at_least_one(self, "context_window", "max_output_tokens", "default_max_output_tokens")
 
     def clean_aliases(self) -> list[str]:

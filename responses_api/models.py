@@ -67,6 +67,10 @@ class ServedModel(models.Model):
     temperature = models.FloatField(null=True, blank=True)
     top_p = models.FloatField(null=True, blank=True)
     supports_reasoning = models.BooleanField(default=True)
+    # The ``reasoning.effort`` levels it takes (empty: low, medium, high)
+    # and the one clients such as Codex should send by default.
+    reasoning_levels = models.JSONField(default=list, blank=True)
+    default_reasoning_effort = models.CharField(max_length=10, blank=True)
     supports_vision = models.BooleanField(default=False)
     price_input = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     price_cached_input = models.DecimalField(max_digits=12, decimal_places=6, default=0)
@@ -82,6 +86,25 @@ class ServedModel(models.Model):
 
     def __str__(self) -> str:
         return self.public_id
+
+    def effort_levels(self) -> list[str]:
+        """The reasoning efforts a client may choose, none without reasoning."""
+        if not self.supports_reasoning:
+            return []
+        return list(self.reasoning_levels or DEFAULT_REASONING_LEVELS)
+
+    def effort_default(self) -> str | None:
+        levels = self.effort_levels()
+        if not levels:
+            return None
+        if self.default_reasoning_effort in levels:
+            return self.default_reasoning_effort
+        return "medium" if "medium" in levels else levels[0]
+
+
+# What ``reasoning.effort`` takes that turns thinking on (SPEC §4.3), in order.
+REASONING_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
+DEFAULT_REASONING_LEVELS = ("low", "medium", "high")
 
 
 class Deployment(models.Model):

@@ -21,7 +21,13 @@ from django.db import transaction
 from accounts.audit import CLI, Actor, audit_record
 from accounts.models import Organisation
 from responses_api import catalog
-from responses_api.models import Backend, Deployment, ServedModel
+from responses_api.models import (
+    DEFAULT_REASONING_LEVELS,
+    REASONING_LEVELS,
+    Backend,
+    Deployment,
+    ServedModel,
+)
 from responses_api.secrets import encrypt
 
 Errors = dict[str, list[str]]
@@ -263,6 +269,8 @@ MODEL_FIELDS = (
     "temperature",
     "top_p",
     "supports_reasoning",
+    "reasoning_levels",
+    "default_reasoning_effort",
     "supports_vision",
     "price_input",
     "price_cached_input",
@@ -276,6 +284,8 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "temperature": None,
     "top_p": None,
     "supports_reasoning": True,
+    "reasoning_levels": [],
+    "default_reasoning_effort": "",
     "supports_vision": False,
     "price_input": Decimal(0),
     "price_cached_input": Decimal(0),
@@ -326,6 +336,27 @@ def _model_numbers(values: dict[str, Any], errors: Errors) -> None:
     for name in ("supports_reasoning", "supports_vision"):
         if not isinstance(values[name], bool):
             errors[name] = ["True or false."]
+    _model_reasoning(values, errors)
+
+
+def _model_reasoning(values: dict[str, Any], errors: Errors) -> None:
+    levels = values["reasoning_levels"]
+    choices = ", ".join(REASONING_LEVELS)
+    if isinstance(levels, str) or not isinstance(levels, Iterable):
+        errors["reasoning_levels"] = ["A list of reasoning efforts."]
+        return
+    levels = list(levels)
+    unknown = [level for level in levels if level not in REASONING_LEVELS]
+    if unknown:
+        errors["reasoning_levels"] = [f"Unknown reasoning effort “{unknown[0]}”: use {choices}."]
+        return
+    # Kept in the order of REASONING_LEVELS, each once.
+    values["reasoning_levels"] = [level for level in REASONING_LEVELS if level in levels]
+    default = values["default_reasoning_effort"]
+    if not isinstance(default, str):
+        errors["default_reasoning_effort"] = ["A reasoning effort."]
+    elif default and default not in (values["reasoning_levels"] or DEFAULT_REASONING_LEVELS):
+        errors["default_reasoning_effort"] = ["The default must be one of the model's levels."]
 
 
 def _model_clean(

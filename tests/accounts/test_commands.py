@@ -179,3 +179,55 @@ def test_commands_report_bad_input_with_the_field_named(args, message):
     run("create_org", "acme")
     with pytest.raises(CommandError, match=message):
         run(*args)
+
+
+@pytest.mark.django_db
+def test_add_model_sets_every_capability_and_changes_only_what_is_given():
+    from decimal import Decimal
+
+    run("create_org", "acme")
+    run("add_backend", "--org", "acme", "--name", "gpu1", "--url", "http://127.0.0.1:9/v1")
+    run(
+        "add_model", "qwen3", "--org", "acme", "--backend", "gpu1",
+        "--vision", "--reasoning", "--reasoning-levels", "high,low",
+        "--default-reasoning", "high", "--context-window", "32768",
+        "--max-output-tokens", "8192", "--default-max-output-tokens", "1024",
+        "--temperature", "0.6", "--top-p", "0.95", "--price-input", "0.2",
+        "--price-cached-input", "0.05", "--price-output", "0.8",
+        "--alias", "qwen", "--alias", "q3",
+    )  # fmt: skip
+    model = ServedModel.objects.get()
+    assert model.supports_vision and model.supports_reasoning
+    assert model.reasoning_levels == ["low", "high"]
+    assert (model.effort_levels(), model.effort_default()) == (["low", "high"], "high")
+    assert (model.context_window, model.max_output_tokens) == (32768, 8192)
+    assert (model.default_max_output_tokens, model.temperature, model.top_p) == (1024, 0.6, 0.95)
+    assert (model.price_input, model.price_cached_input, model.price_output) == (
+        Decimal("0.2"), Decimal("0.05"), Decimal("0.8"),
+    )  # fmt: skip
+    assert model.aliases == ["qwen", "q3"]
+
+    run("add_model", "qwen3", "--org", "acme", "--backend", "gpu1", "--no-vision")
+    model.refresh_from_db()
+    assert not model.supports_vision
+    assert model.reasoning_levels == ["low", "high"] and model.aliases == ["qwen", "q3"]
+
+    run("add_model", "qwen3", "--org", "acme", "--backend", "gpu1", "--no-reasoning")
+    model.refresh_from_db()
+    assert model.effort_levels() == [] and model.effort_default() is None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        (("--reasoning-levels", "low,turbo"), "reasoning_levels"),
+        (("--reasoning-levels", "low", "--default-reasoning", "high"), "default_reasoning_effort"),
+        (("--default-reasoning", "xhigh"), "default_reasoning_effort"),
+    ],
+)
+def test_add_model_refuses_reasoning_levels_it_does_not_know(extra, field):
+    run("create_org", "acme")
+    run("add_backend", "--org", "acme", "--name", "gpu1", "--url", "http://127.0.0.1:9/v1")
+    with pytest.raises(CommandError, match=field):
+        run("add_model", "m", "--org", "acme", "--backend", "gpu1", *extra)

@@ -1,6 +1,8 @@
 """The model catalogue: add, edit, deploy on backends, with validation, and
 the API's catalogue cache forgets the organisation at once."""
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -86,3 +88,25 @@ def test_a_viewer_sees_a_model_read_only_and_cannot_post(as_user, estates):
     page = client.get(url).content.decode()
     assert "Read only" in page and '<form method="post" class="form"' not in page
     assert client.post(url, FORM).status_code == 403
+
+
+def test_the_model_form_sets_vision_and_the_reasoning_levels(as_user, estates):
+    acme = estates["acme"]
+    response = as_user("alice").post(
+        reverse("console:model_create"),
+        {
+            **FORM,
+            "supports_vision": "on",
+            "reasoning_levels": ["low", "high"],
+            "default_reasoning_effort": "high",
+            "deploy-backend": str(acme.backend.id),
+            "deploy-upstream_name": "Qwen/Qwen3-32B",
+        },
+    )
+    assert response.status_code == 302
+    model = ServedModel.objects.get(public_id="qwen3-32b")
+    assert model.supports_vision
+    assert (model.effort_levels(), model.effort_default()) == (["low", "high"], "high")
+    edit = as_user("alice").get(reverse("console:model_edit", args=[model.id])).content.decode()
+    ticked = set(re.findall(r'name="reasoning_levels" value="(\w+)"[^>]*checked', edit))
+    assert ticked == {"low", "high"}

@@ -1,27 +1,83 @@
+import argparse
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.management.commands._common import command_error, get_org
 from responses_api.models import Backend
 from responses_api.services import model_ensure
 
 
-class Command(BaseCommand):
-    help = "Add a model served by a backend; again with another --backend adds that backend."
+def _price(value: str) -> Decimal:
+    try:
+        return Decimal(value)
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
 
-    def add_arguments(self, parser):
+
+def _levels(value: str) -> list[str]:
+    return [level.strip() for level in value.split(",") if level.strip()]
+
+
+class Command(BaseCommand):
+    help = (
+        "Add a model served by a backend, or update it; again with another --backend adds "
+        "that backend. Only the options given change an existing model."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("public_id")
         parser.add_argument("--org", required=True)
         parser.add_argument("--backend", required=True, help="Backend name")
-        parser.add_argument("--upstream-name")
+        parser.add_argument("--upstream-name", help="The backend's name for it (default: the id)")
+        parser.add_argument(
+            "--alias",
+            action="append",
+            dest="aliases",
+            help="Another name clients may use (repeatable; replaces the aliases)",
+        )
         parser.add_argument("--context-window", type=int)
         parser.add_argument("--max-output-tokens", type=int)
+        parser.add_argument("--default-max-output-tokens", type=int)
+        parser.add_argument("--temperature", type=float, help="Recommended temperature")
+        parser.add_argument("--top-p", type=float, help="Recommended top_p")
+        parser.add_argument(
+            "--vision", action=argparse.BooleanOptionalAction, help="Accepts images"
+        )
+        parser.add_argument(
+            "--reasoning", action=argparse.BooleanOptionalAction, help="Can reason (think)"
+        )
+        parser.add_argument(
+            "--reasoning-levels",
+            type=_levels,
+            help="Reasoning efforts it takes, e.g. low,medium,high",
+        )
+        parser.add_argument(
+            "--default-reasoning", help="The effort clients such as Codex send by default"
+        )
+        for name in ("input", "cached-input", "output"):
+            parser.add_argument(f"--price-{name}", type=_price, help=f"Price per 1M {name} tokens")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         org = get_org(options["org"])
         backend = Backend.objects.filter(organisation=org, name=options["backend"]).first()
         if backend is None:
             raise CommandError(f"No backend named '{options['backend']}' in {org.slug}.")
+        fields = {
+            "aliases": options["aliases"],
+            "default_max_output_tokens": options["default_max_output_tokens"],
+            "temperature": options["temperature"],
+            "top_p": options["top_p"],
+            "supports_vision": options["vision"],
+            "supports_reasoning": options["reasoning"],
+            "reasoning_levels": options["reasoning_levels"],
+            "default_reasoning_effort": options["default_reasoning"],
+            "price_input": options["price_input"],
+            "price_cached_input": options["price_cached_input"],
+            "price_output": options["price_output"],
+        }
         try:
             model, created = model_ensure(
                 organisation=org,
@@ -30,6 +86,7 @@ class Command(BaseCommand):
                 upstream_name=options["upstream_name"],
                 context_window=options["context_window"],
                 max_output_tokens=options["max_output_tokens"],
+                **{name: value for name, value in fields.items() if value is not None},
             )
         except ValidationError as exc:
             raise command_error(exc) from None
