@@ -89,6 +89,9 @@ SECRET_KEY = secret("SECRET_KEY") or "switchyard-embedded-default-not-for-produc
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# Where clients reach Switchyard (scheme://host[:port], no /v1): used in the
+# Codex files that `manage.py codex_config` and the console generate.
+SWITCHYARD_PUBLIC_URL = env.str("SWITCHYARD_PUBLIC_URL", default="http://127.0.0.1:8000")
 
 # TLS is terminated in front of the web processes (nginx, an ingress); the
 # proxy's X-Forwarded-Proto says whether the client used HTTPS. Trust it only
