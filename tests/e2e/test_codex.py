@@ -8,7 +8,6 @@ binary is a failure.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -25,8 +24,6 @@ pytestmark = [
     # see codex_bin), then each test runs it once (up to 180 s).
     pytest.mark.timeout(1200),
 ]
-
-FIXTURES = ROOT / "tests" / "fixtures" / "codex"
 
 
 def _cache_binary() -> Path:
@@ -60,14 +57,39 @@ def codex_bin() -> Path:
     return binary
 
 
+# Test-only settings, added to the files `manage.py codex_config` writes: no
+# prompts, no sandbox, no retries, and no look-ups of hosts other than Switchyard.
+TOP_LEVEL = """\
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+
+"""
+# config.toml ends with the provider's table, so these lines extend it.
+APPENDED = """\
+request_max_retries = 0
+stream_max_retries = 0
+stream_idle_timeout_ms = 30000
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+unbounded_connection_retries = false
+"""
+
+
 @pytest.fixture
-def codex(codex_bin, api_server, provision, simulator, tmp_path):
+def codex(codex_bin, api_server, provision, simulator, tmp_path, settings):
+    from django.core.management import call_command
+
     tenant = provision("acme", simulator.url)
     home = tmp_path / "codex-home"
-    home.mkdir()
-    template = (FIXTURES / "config.toml.template").read_text()
-    (home / "config.toml").write_text(template.format(port=api_server.port, codex_home=home))
-    shutil.copy(FIXTURES / "model_catalog.json", home / "model_catalog.json")
+    settings.SWITCHYARD_PUBLIC_URL = f"http://127.0.0.1:{api_server.port}"
+    call_command("codex_config", "--org", "acme", "--key-name", "acme key", "--out", str(home))
+    config = home / "config.toml"
+    config.write_text(TOP_LEVEL + config.read_text() + APPENDED)
     workdir = tmp_path / "work"
     workdir.mkdir()
     env = {
@@ -80,7 +102,7 @@ def codex(codex_bin, api_server, provision, simulator, tmp_path):
 
     def run(prompt: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [str(codex_bin), "exec", "--skip-git-repo-check", prompt],
+            [str(codex_bin), "--profile", "switchyard", "exec", "--skip-git-repo-check", prompt],
             cwd=workdir,
             env=env,
             stdin=subprocess.DEVNULL,
