@@ -2,7 +2,16 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
 from console.forms import LoginForm
-from console.views import backends, catalogue, dashboard, keys, organisation, support, usage
+from console.views import (
+    backends,
+    catalogue,
+    codex,
+    dashboard,
+    keys,
+    organisation,
+    support,
+    usage,
+)
 from console.views.base import member_view, signed_in_view
 
 app_name = "console"
@@ -35,6 +44,7 @@ urlpatterns = [
     path("keys/", member_view()(keys.key_list), name="keys"),
     path("keys/new/", member_view("key_create")(keys.key_create), name="key_create"),
     path("keys/<uuid:key_id>/revoke/", member_view()(keys.key_revoke), name="key_revoke"),
+    path("keys/<uuid:key_id>/codex/", member_view()(codex.key_codex), name="key_codex"),
     # Backends
     path("backends/", member_view()(backends.backend_list), name="backends"),
     path(
