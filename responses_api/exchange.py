@@ -29,6 +29,12 @@ log = logging.getLogger("switchyard.requests")
 CLIENT_GONE = "Client disconnected"
 
 
+# The ids of the keys ``model_check`` creates for itself, while it runs in
+# this process: their rows are marked as checks. Nothing a client sends can
+# put a key here.
+check_keys: set[str] = set()
+
+
 def new_request_id() -> str:
     return str(uuid.uuid4())
 
@@ -176,6 +182,7 @@ class Exchange:
             "tokens_per_second": self.tokens_per_second(duration),
             "client_ip": self.client_ip,
             "user_agent": self.user_agent,
+            "is_check": caller.key_id in check_keys,
             "created_at": self.created_at,
             "finished_at": time.time(),
         }

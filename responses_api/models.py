@@ -150,6 +150,8 @@ class UsageLog(models.Model):
     tokens_per_second = models.FloatField(null=True, blank=True)
     client_ip = models.GenericIPAddressField(null=True, blank=True)
     user_agent = models.CharField(max_length=300, blank=True, default="")
+    # A request of ``manage.py model_check``, not of the organisation's traffic.
+    is_check = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -162,3 +164,20 @@ class UsageLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.request_id} {self.status}"
+
+
+class ModelCheck(models.Model):
+    """One run of ``manage.py model_check``: which capabilities passed."""
+
+    model = models.ForeignKey(ServedModel, on_delete=models.CASCADE, related_name="checks")
+    backend = models.ForeignKey(Backend, null=True, blank=True, on_delete=models.SET_NULL)
+    started_at = models.DateTimeField(default=timezone.now)
+    # [{"name", "passed", "skipped", "detail", "raw"}] in the order run.
+    results = models.JSONField(default=list, blank=True)
+    passed = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.started_at:%Y-%m-%d %H:%M} {'pass' if self.passed else 'fail'}"

@@ -21,6 +21,12 @@ answer. What it does is steered by directives in the last user message:
 ``[[fail-after:N KIND]]`` break the stream with an error after N tokens; KIND is
                           ``server`` (default), ``rate_limit`` or ``invalid_prompt``
 ``[[drop-after:N]]``      cut the connection after N tokens
+``[[freeform-as-json]]``   a broken server: a custom (freeform) tool's input comes back
+                          JSON-wrapped (``{"input": "{\"input\": ...}"}``); also
+                          ``--break freeform`` for every request
+
+With ``--context-window N`` a prompt over N tokens is refused with a 400, as
+vLLM refuses it.
 
 With a ``json_schema`` response format and no ``[[text:...]]``, the answer is
 a JSON document generated from the schema; with ``json_object``, a small
@@ -50,6 +56,7 @@ from responses_api.simulator_content import (
     Stop,
     call_deltas,
     codex_calls,
+    freeform_as_json,
     from_schema,
     pieces_of,
     thinking_on,
@@ -132,8 +139,12 @@ class Simulator:
         models: list[str] | None = None,
         max_concurrency: int = 0,
         version: str = "switchyard-simulator/1",
+        breaks: Sequence[str] = (),
+        context_window: int = 0,
     ) -> None:
         self.models = models or ["sim-model"]
+        self.breaks = frozenset(breaks)
+        self.context_window = context_window
         self.max_concurrency = max_concurrency
         self.version = version
         self.stats = Stats()
@@ -269,6 +280,8 @@ class Simulator:
                 if name in tool_names:
                     plan["calls"].append((name, arguments.strip() or "{}"))
             plan["calls"].extend(codex_calls(directives, tool_names))
+            if "freeform-as-json" in directives or "freeform" in self.breaks:
+                plan["calls"] = freeform_as_json(plan["calls"], request.get("tools") or ())
             if plan["calls"]:
                 words = []
         finish = "tool_calls" if plan["calls"] else "stop"
@@ -308,6 +321,13 @@ class Simulator:
             )
             return
         prompt_tokens, cached = self.prompt_usage(request)
+        if self.context_window and prompt_tokens > self.context_window:
+            message = (
+                f"This model's maximum context length is {self.context_window} tokens. "
+                f"However, your request has {prompt_tokens} input tokens."
+            )
+            await _json(send, 400, {"error": {"message": message, "type": "BadRequestError"}})
+            return
         model = request.get("model", self.models[0])
         created = int(time.time())
         cid = "chatcmpl-" + hashlib.sha1(f"{time.time_ns()}".encode()).hexdigest()[:24]

@@ -92,6 +92,22 @@ def codex_calls(directives: dict[str, list[str]], tool_names: set[Any]) -> list[
     return calls
 
 
+def freeform_as_json(calls: list[tuple[str, str]], tools: Any) -> list[tuple[str, str]]:
+    """``calls`` as a broken server sends them: a freeform tool's input (a
+    function whose one parameter is ``input``) wrapped in JSON once more."""
+    freeform = {
+        t.get("function", {}).get("name")
+        for t in tools
+        if set((t.get("function", {}).get("parameters") or {}).get("properties") or ()) == {"input"}
+    }
+    out = []
+    for name, arguments in calls:
+        if name in freeform:
+            arguments = orjson.dumps({"input": arguments}).decode()
+        out.append((name, arguments))
+    return out
+
+
 def from_schema(schema: Any, root: dict[str, Any], depth: int = 0) -> Any:
     """A deterministic JSON value valid against ``schema`` (the subset of JSON
     Schema that structured outputs use: objects, arrays, enums, $ref, anyOf)."""

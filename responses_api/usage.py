@@ -93,7 +93,7 @@ EXPORT_COLUMNS = (
     "client_ip",
     "user_agent",
 )
-_FIELDS = frozenset({"organisation_id", "api_key_id", *EXPORT_COLUMNS})
+_FIELDS = frozenset({"organisation_id", "api_key_id", "is_check", *EXPORT_COLUMNS})
 
 # A spreadsheet reads a cell starting with one of these as a formula: a
 # user agent, a model name or an error message from a request could then

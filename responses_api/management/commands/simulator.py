@@ -17,6 +17,21 @@ class Command(BaseCommand):
             help="Answer 429 above this many requests at once (0: no limit).",
         )
 
+        parser.add_argument(
+            "--break",
+            dest="breaks",
+            action="append",
+            default=[],
+            choices=["freeform"],
+            help="Break one capability (freeform: custom tool input comes back JSON-wrapped).",
+        )
+        parser.add_argument(
+            "--context-window",
+            type=int,
+            default=0,
+            help="Refuse prompts over this many tokens with a 400 (0: no limit).",
+        )
+
     def handle(self, *args, **options):
         import uvicorn
 
@@ -25,6 +40,8 @@ class Command(BaseCommand):
         app = Simulator(
             models=[m for m in options["models"].split(",") if m],
             max_concurrency=options["max_concurrency"],
+            breaks=options["breaks"],
+            context_window=options["context_window"],
         )
         self.stdout.write(f"Simulator backend on http://{options['host']}:{options['port']}/v1")
         self.stdout.flush()

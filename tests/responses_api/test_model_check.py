@@ -1,0 +1,95 @@
+"""``manage.py model_check`` against the simulator, through the API's own
+ASGI application: every capability passes, and a simulator broken for one
+capability fails that one, clearly, and no other."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from accounts.models import ApiKey
+from responses_api import catalog
+from responses_api.model_check import NAMES, run_check
+from responses_api.models import ModelCheck, UsageLog
+from tests.conftest import Proc, start_simulator
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+WINDOW = 512
+
+
+@pytest.fixture(scope="module")
+def sim_windowed() -> Iterator[Proc]:
+    proc = start_simulator("--context-window", str(WINDOW))
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def sim_broken() -> Iterator[Proc]:
+    proc = start_simulator("--context-window", str(WINDOW), "--break", "freeform")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_catalogue():
+    catalog.forget()
+    yield
+    catalog.forget()
+
+
+def _tenant(provision, proc: Proc):
+    tenant = provision("acme", proc.url)
+    tenant.model.context_window = WINDOW
+    tenant.model.save(update_fields=["context_window"])
+    return tenant
+
+
+def test_every_capability_passes_against_the_simulator(provision, sim_windowed):
+    tenant = _tenant(provision, sim_windowed)
+    check = run_check("acme", "sim-model", "sim", timeout=20)
+    failed = [r for r in check.results if not r["passed"]]
+    assert failed == []
+    assert [r["name"] for r in check.results] == list(NAMES)
+    assert not any(r["skipped"] for r in check.results)
+    assert check.passed and check.backend == tenant.backend
+    assert ModelCheck.objects.get() == check
+    # Its own key, revoked after; every row it left is marked as a check.
+    key = ApiKey.objects.get(name="model check")
+    assert key.revoked_at is not None
+    rows = list(UsageLog.objects.filter(api_key=key))
+    assert rows and all(r.is_check for r in rows)
+    assert sorted({r.status for r in rows}) == [200, 400, 499]
+    # The organisation's own key's rows are not checks.
+    assert not UsageLog.objects.filter(is_check=False, api_key=key).exists()
+
+
+def test_a_freeform_input_wrapped_in_json_fails_that_capability_only(provision, sim_broken):
+    _tenant(provision, sim_broken)
+    check = run_check("acme", "sim-model", timeout=20)
+    verdicts = {r["name"]: r for r in check.results}
+    assert not check.passed
+    custom = verdicts.pop("custom_tool")
+    assert not custom["passed"]
+    assert "JSON-wrapped" in custom["detail"]
+    assert "custom_tool_call" in custom["raw"]  # the response as it came back
+    assert all(r["passed"] for r in verdicts.values()), verdicts
+
+
+def test_the_command_prints_json_and_fails_for_a_failing_model(provision, sim_broken, capsys):
+    _tenant(provision, sim_broken)
+    with pytest.raises(CommandError, match="failed the check"):
+        call_command("model_check", "sim-model", "--org", "acme", "--json", "--timeout", "20")
+    report = json.loads(capsys.readouterr().out)
+    assert report["model"] == "sim-model" and report["passed"] is False
+    assert [r["name"] for r in report["results"] if not r["passed"]] == ["custom_tool"]
+
+
+def test_an_unknown_backend_is_refused(provision, sim_windowed):
+    _tenant(provision, sim_windowed)
+    with pytest.raises(CommandError, match="not deployed on a backend 'nope'"):
+        call_command("model_check", "sim-model", "--org", "acme", "--backend", "nope")
