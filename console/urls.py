@@ -69,6 +69,11 @@ urlpatterns = [
         "models/<uuid:model_id>/deploy/", member_view()(catalogue.model_deploy), name="model_deploy"
     ),
     path(
+        "models/<uuid:model_id>/check/",
+        member_view()(catalogue.model_check_start),
+        name="model_check",
+    ),
+    path(
         "models/<uuid:model_id>/undeploy/<uuid:backend_id>/",
         member_view()(catalogue.model_undeploy),
         name="model_undeploy",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -18,7 +21,11 @@ from responses_api.access import (
     get_model_for_member,
     models_for_member,
 )
+from responses_api.model_check import run_check
+from responses_api.models import ModelCheck
 from responses_api.services import deployment_remove, deployment_set, model_create, model_update
+
+log = logging.getLogger(__name__)
 
 
 def model_list(request: HttpRequest, membership) -> HttpResponse:
@@ -54,6 +61,9 @@ def model_edit(request: HttpRequest, membership, model_id=None) -> HttpResponse:
     if model is not None:
         context["deployments"] = model.deployments.select_related("backend")
         context["add_deploy_form"] = _deployment_form(membership)
+        context["last_check"] = (
+            ModelCheck.objects.filter(model=model).select_related("backend").first()
+        )
     return render(request, "console/model_form.html", context)
 
 
@@ -101,3 +111,30 @@ def model_undeploy(request: HttpRequest, membership, model_id, backend_id) -> Ht
     deployment_remove(model=model, backend=backend, actor=Actor.console(membership.user))
     messages.success(request, f"{backend.name} no longer serves this model.")
     return redirect("console:model_edit", model_id=model.id)
+
+
+@require_POST
+def model_check_start(request: HttpRequest, membership, model_id) -> HttpResponse:
+    """ "Test for Codex": the readiness check (``manage.py model_check``), run
+    beside the request so that the page does not wait for the backend."""
+    model = get_model_for_member(membership=membership, model_id=model_id, manage=True)
+    thread = threading.Thread(
+        target=_check_in_background,
+        args=(membership.organisation.slug, model.public_id),
+        name=f"model-check-{model.id}",
+        daemon=True,
+    )
+    thread.start()
+    messages.success(
+        request, "The Codex readiness check is running; reload this page in a minute for results."
+    )
+    return redirect("console:model_edit", model_id=model.id)
+
+
+def _check_in_background(org_slug: str, public_id: str) -> None:
+    try:
+        run_check(org_slug, public_id)
+    except Exception:
+        log.exception("model check of %s in %s failed", public_id, org_slug)
+    finally:
+        close_old_connections()
