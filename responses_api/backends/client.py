@@ -135,18 +135,29 @@ class Upstream:
         """POST ``chat/completions``; the answer's body is left to stream."""
         if self._session is None:
             self._session = _session()
-        try:
-            response = await self._session.post(
-                self._url,
-                data=orjson.dumps(body),
-                headers=self._headers,
-                allow_redirects=False,
-                auto_decompress=False,
-                timeout=self._timeout,
-            )
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _error(exc) from exc
-        return Answer(response)
+        data = orjson.dumps(body)
+        for attempt in range(2):
+            try:
+                response = await self._session.post(
+                    self._url,
+                    data=data,
+                    headers=self._headers,
+                    allow_redirects=False,
+                    auto_decompress=False,
+                    timeout=self._timeout,
+                )
+            except aiohttp.ServerDisconnectedError as exc:
+                # Closed before any answer: most often a kept-alive connection
+                # the backend closed just as it was reused. Once more, on a
+                # new connection (as httpx does); a backend that keeps closing
+                # is the caller's to fail over from.
+                if attempt:
+                    raise _error(exc) from exc
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise _error(exc) from exc
+            else:
+                return Answer(response)
+        raise AssertionError("unreachable")
 
     async def aclose(self) -> None:
         self.is_closed = True

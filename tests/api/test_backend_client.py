@@ -194,3 +194,22 @@ def test_health_probes_and_chat_calls_ignore_environment_proxies(monkeypatch):
     assert result.models == ["m1"]
     assert heads and b"authorization: bearer sk-backend" in heads[0]
     assert b"get /v1/models" in heads[0]
+
+
+def test_a_connection_closed_before_its_answer_is_tried_once_more_on_a_new_one():
+    """What a kept-alive connection the backend closed as it was reused
+    looks like: the request is sent again on a new connection."""
+    connections: list[int] = []
+
+    async def handler(reader, writer) -> None:
+        connections.append(len(connections))
+        await _request_head(reader)
+        if len(connections) == 1:
+            writer.close()  # the first connection closes without an answer
+            return
+        body = b"data: [DONE]\n\n"
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+
+    assert _run(handler, _read_all) == b"data: [DONE]\n\n"
+    assert len(connections) == 2
