@@ -23,6 +23,9 @@ measured by the benchmark (bench/README.md):
   proxy; off, a paced token costs 14 % more).
   ``SWITCHYARD_SERVER_PATCHES=none`` serves with stock daphne and Twisted.
 
+The event loop's lag and the cyclic collector's pauses are measured
+(``responses_api/loop_monitor.py``) and exported in ``/metrics``.
+
 The first two use public interfaces: the event-loop policy, and daphne's
 ``CommandLineInterface.server_class`` with ``Server``'s ``action_logger``.
 TCP_NODELAY needs nothing: Twisted sets it on every connection.
@@ -54,8 +57,22 @@ def main(argv: list[str] | None = None) -> None:
     access_log = any(a == "--access-log" or a.startswith("--access-log=") for a in argv)
 
     class Server(server.Server):
-        def __init__(self, *args, action_logger=None, **kwargs) -> None:
-            super().__init__(*args, action_logger=action_logger if access_log else None, **kwargs)
+        def __init__(self, *args, action_logger=None, ready_callable=None, **kwargs) -> None:
+            def ready() -> None:
+                # Daphne has made the reactor's loop the current one and is
+                # about to run it: measure its lag from now on.
+                from responses_api import loop_monitor
+
+                loop_monitor.install(asyncio.get_event_loop())
+                if ready_callable is not None:
+                    ready_callable()
+
+            super().__init__(
+                *args,
+                action_logger=action_logger if access_log else None,
+                ready_callable=ready,
+                **kwargs,
+            )
 
         def run(self) -> None:
             # Here daphne has configured logging and imported the
