@@ -2,9 +2,9 @@
 
 The seal itself (``translate.sealing``) is pure; this module gives it the
 platform key, ``SWITCHYARD_ENCRYPTION_KEY`` (or the key derived from
-``SECRET_KEY`` when unset, as ``secrets`` derives it). The setting may list
-several comma-separated Fernet keys, the current one first: tokens sealed
-under an earlier key still open while it is listed.
+``SECRET_KEY`` when unset, as ``secrets`` derives it). It reads the setting
+as a comma-separated list of Fernet keys, the current one first, so that
+tokens sealed under an earlier key still open once rotation lists it.
 """
 
 from __future__ import annotations
