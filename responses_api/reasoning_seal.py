@@ -20,20 +20,16 @@ from responses_api.translate.sealing import ReasoningSeal
 
 def reasoning_seal(organisation_id: int) -> ReasoningSeal:
     """The seal of one organisation, kept per process: its keys are derived
-    once, on its first token."""
-    return _seal(
-        _platform_keys(settings.SWITCHYARD_ENCRYPTION_KEY, settings.SECRET_KEY), organisation_id
-    )
+    once, on its first token. Costs a settings read and a cache hit."""
+    configured = settings.SWITCHYARD_ENCRYPTION_KEY
+    if configured:
+        return _seal(configured, "", organisation_id)
+    return _seal("", settings.SECRET_KEY, organisation_id)
 
 
 @functools.lru_cache(maxsize=4096)
-def _seal(keys: tuple[bytes, ...], organisation_id: int) -> ReasoningSeal:
-    return ReasoningSeal(keys, organisation_id)
-
-
-@functools.lru_cache(maxsize=8)
-def _platform_keys(configured: str, secret_key: str) -> tuple[bytes, ...]:
-    keys = [key.strip() for key in (configured or "").split(",") if key.strip()]
+def _seal(configured: str, secret_key: str, organisation_id: int) -> ReasoningSeal:
+    keys = [key.strip() for key in configured.split(",") if key.strip()]
     if not keys:
-        return (hashlib.sha256(secret_key.encode()).digest(),)
-    return tuple(base64.urlsafe_b64decode(key) for key in keys)
+        return ReasoningSeal([hashlib.sha256(secret_key.encode()).digest()], organisation_id)
+    return ReasoningSeal([base64.urlsafe_b64decode(key) for key in keys], organisation_id)
