@@ -29,6 +29,8 @@ async def end_exchange(
     if output is not None:
         translator = output.translator
         exchange.produced(translator.final_usage(), translator.first_token_at)
+        for code, message in translator.notices():
+            exchange.notice(code, message)
         if error is None:
             _budget_notice(call, output)
     if exchange.status == 499:

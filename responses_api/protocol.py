@@ -397,9 +397,13 @@ class HostedChoice(Loose):
 
 
 class AllowedToolsChoice(Loose):
+    """Only some of the tools may be called. Each entry names a tool of the
+    request by type and name; ``translate.tools`` checks them against the
+    tools and refuses any other, naming the entry (``tool_choice.tools[1]``)."""
+
     type: Literal["allowed_tools"]
     mode: Literal["auto", "required"] = "auto"
-    tools: list[dict[str, Any]] = []
+    tools: list[Any] = []
 
 
 # --- settings ---------------------------------------------------------------
@@ -544,6 +548,12 @@ class CreateResponse(Strict):
                 "tool_choice",
                 f"tool_choice names the hosted tool '{self.tool_choice.type}', "
                 "which this server does not run.",
+            )
+        if isinstance(self.tool_choice, HostedChoice) and self.tool_choice.type == "allowed_tools":
+            raise RefusedParameter(
+                "tool_choice",
+                "tool_choice of type 'allowed_tools' takes a 'mode' of 'auto' or 'required' "
+                "and a list of 'tools'.",
             )
         if isinstance(self.tool_choice, HostedChoice) and not isinstance(
             self.tool_choice, FunctionChoice | AllowedToolsChoice

@@ -26,6 +26,7 @@ from responses_api.errors import ApiError, from_validation_error, invalid, param
 from responses_api.exchange import Exchange
 from responses_api.protocol import CreateResponse
 from responses_api.ratelimit import estimate_tokens, limits_admit, limits_settle
+from responses_api.reasoning_seal import reasoning_seal
 from responses_api.relay_json import read_answer
 from responses_api.relay_stream import relay_stream
 from responses_api.responder import JSON
@@ -45,7 +46,7 @@ async def create_response(call: Call) -> Reply | None:
     model = await _model(caller, request.model)
     exchange.model_entry = model
     store = _store_decision(request, caller, exchange)
-    draft = prepare_chat(request, limits=model.limits)
+    draft = prepare_chat(request, limits=model.limits, seal=reasoning_seal(caller.organisation_id))
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
     admission = await limits_admit(caller=caller, estimate=estimate_tokens(call.body))
@@ -257,4 +258,5 @@ def _translator(
         tools=plan.tools,
         max_tool_calls=plan.max_tool_calls,
         quiet=quiet,
+        seal=plan.seal,
     )

@@ -34,7 +34,9 @@ object. After a tool result the simulator answers with "Tool result: <output>".
 It models a prefix cache (``cached_tokens`` = the longest prefix of this
 prompt it processed recently) and an optional concurrency limit, and keeps
 counters at ``GET /_sim/stats`` so tests can see what it produced and
-when clients went away. No Django imports: it runs in its own process.
+when clients went away, and the last chat requests it received, newest
+first, at ``GET /_sim/requests`` (what the gateway sent a backend: messages,
+tools, ``tool_choice``). No Django imports: it runs in its own process.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import hashlib
 import json
 import re
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,6 +96,7 @@ WORDS = [
 REASONING = "Let me think about this step by step before answering."
 DIRECTIVE = re.compile(r"\[\[(\w[\w-]*)(?::(.*?))?\]\]", re.S)
 CACHE_ENTRIES = 256
+RECENT_REQUESTS = 64
 
 
 class Stats:
@@ -149,6 +152,7 @@ class Simulator:
         self.version = version
         self.stats = Stats()
         self.prefix_cache: OrderedDict[str, list[str]] = OrderedDict()
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_REQUESTS)
 
     # --- ASGI -----------------------------------------------------------------
 
@@ -177,6 +181,9 @@ class Simulator:
             return
         if path == "/_sim/stats":
             await _json(send, 200, self.stats.as_dict())
+            return
+        if path == "/_sim/requests":
+            await _json(send, 200, {"data": list(reversed(self.recent))})
             return
         if path == "/health":
             await _json(send, 200, {"status": "ok"})
@@ -222,6 +229,7 @@ class Simulator:
                 [(b"retry-after", b"1")],
             )
             return
+        self.recent.append(request)
         self.stats.requests += 1
         self.stats.in_flight += 1
         self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)

@@ -11,8 +11,6 @@ plus what the stream translator needs to map tool calls back
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,28 +23,27 @@ from responses_api.protocol import (
     AllowedToolsChoice,
     ContentPart,
     CreateResponse,
-    CustomTool,
     CustomToolCallItem,
     CustomToolCallOutputItem,
     FunctionCallItem,
     FunctionCallOutputItem,
     FunctionChoice,
-    FunctionTool,
     HostedItem,
-    HostedTool,
     InputItem,
     ItemReference,
     MessageItem,
-    NamespaceTool,
     ReasoningItem,
     Tool,
     ToolSearchCallItem,
     ToolSearchOutputItem,
-    ToolSearchTool,
 )
 from responses_api.translate.content import text_of, user_content
+from responses_api.translate.sealing import ReasoningSeal, SealBroken
+from responses_api.translate.tools import ChatTools, ToolRef, not_among_tools
 
-_CHAT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+__all__ = ["ChatDraft", "ChatPlan", "ModelLimits", "ToolRef", "build_chat_request", "prepare_chat"]
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +54,6 @@ class ModelLimits:
     temperature: float | None = None
     top_p: float | None = None
     supports_vision: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class ToolRef:
-    """What a chat function name stands for on the Responses side."""
-
-    kind: str  # "function", "custom" or "tool_search"
-    name: str
-    namespace: str | None = None
 
 
 @dataclass(slots=True)
@@ -80,6 +68,9 @@ class ChatPlan:
     max_output_tokens: int | None = None
     max_tool_calls: int | None = None
     thinking_budget: int | None = None
+    # Seals the answer's reasoning items, when the request includes
+    # ``reasoning.encrypted_content``.
+    seal: ReasoningSeal | None = None
 
     def notice(self, code: str, message: str) -> None:
         _notice(self.notices, code, message)
@@ -110,6 +101,7 @@ class ChatDraft:
     has_tools: bool
     # Indexes of the messages that carry DRAFT_REASONING_FIELD.
     reasoning_at: tuple[int, ...]
+    seal: ReasoningSeal | None = None
 
     def for_route(
         self, *, upstream_model: str, dialect: str, extra_body: dict[str, Any] | None
@@ -133,6 +125,7 @@ class ChatDraft:
             notices=list(self.notices),
             max_output_tokens=self.max_output_tokens,
             max_tool_calls=self.max_tool_calls,
+            seal=self.seal,
         )
         if apply_reasoning(body, dialect, effort=self.effort, budget=self.budget):
             plan.thinking_budget = self.budget
@@ -149,87 +142,6 @@ def _rename_reasoning(
             for key, value in messages[index].items()
         }
     return out
-
-
-def _chat_name(name: str, namespace: str | None, taken: dict[str, ToolRef]) -> str:
-    candidate = f"{namespace}__{name}" if namespace else name
-    if not _CHAT_NAME.match(candidate) or candidate in taken:
-        digest = hashlib.sha1(candidate.encode()).hexdigest()[:8]
-        safe = re.sub(r"[^A-Za-z0-9_-]", "_", candidate)[:55]
-        candidate = f"{safe}_{digest}"
-    return candidate
-
-
-def _custom_parameters(tool: CustomTool) -> dict[str, Any]:
-    description = "The raw input for this tool, as free-form text."
-    fmt = tool.format or {}
-    if fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
-        description += (
-            f" It must follow this {fmt.get('syntax', 'grammar')} grammar:\n{fmt['definition']}"
-        )
-    return {
-        "type": "object",
-        "properties": {"input": {"type": "string", "description": description}},
-        "required": ["input"],
-        "additionalProperties": False,
-    }
-
-
-class _Tools:
-    """Builds the chat tool list and the reverse name map."""
-
-    def __init__(self) -> None:
-        self.refs: dict[str, ToolRef] = {}
-        self.chat_tools: list[dict[str, Any]] = []
-        self.by_client_name: dict[tuple[str | None, str], str] = {}
-        self.dropped: list[str] = []
-
-    def add(self, tool: Tool) -> None:
-        if isinstance(tool, HostedTool) or (
-            isinstance(tool, ToolSearchTool) and tool.execution != "client"
-        ):
-            self.dropped.append(tool.type)
-        elif isinstance(tool, NamespaceTool):
-            for inner in tool.tools:
-                self._add_one(inner, namespace=tool.name)
-        else:
-            self._add_one(tool, namespace=None)
-
-    def _add_one(
-        self, tool: FunctionTool | CustomTool | ToolSearchTool, namespace: str | None
-    ) -> None:
-        if isinstance(tool, ToolSearchTool):
-            name, kind = "tool_search", "tool_search"
-            parameters = tool.parameters or {
-                "type": "object",
-                "properties": {"query": {"type": "string", "description": "What to look for."}},
-                "required": ["query"],
-            }
-            description = tool.description or "Search for more tools that can be loaded and used."
-        elif isinstance(tool, CustomTool):
-            name, kind = tool.name, "custom"
-            parameters = _custom_parameters(tool)
-            description = tool.description or ""
-        else:
-            name, kind = tool.name, "function"
-            parameters = tool.parameters or {"type": "object", "properties": {}}
-            description = tool.description or ""
-        if (namespace, name) in self.by_client_name:
-            return
-        chat_name = _chat_name(name, namespace, self.refs)
-        self.refs[chat_name] = ToolRef(kind=kind, name=name, namespace=namespace)
-        self.by_client_name[(namespace, name)] = chat_name
-        function: dict[str, Any] = {"name": chat_name, "parameters": parameters}
-        if description:
-            function["description"] = description
-        if isinstance(tool, FunctionTool) and tool.strict is not None:
-            function["strict"] = tool.strict
-        self.chat_tools.append({"type": "function", "function": function})
-
-    def chat_name_for(self, name: str, namespace: str | None) -> str:
-        return self.by_client_name.get((namespace, name)) or (
-            f"{namespace}__{name}" if namespace else name
-        )
 
 
 class _Messages:
@@ -288,10 +200,17 @@ class _Messages:
         return out, tuple(reasoning_at)
 
 
-def prepare_chat(request: CreateResponse, *, limits: ModelLimits) -> ChatDraft:
+def prepare_chat(
+    request: CreateResponse, *, limits: ModelLimits, seal: ReasoningSeal | None = None
+) -> ChatDraft:
     """Translate the request's messages and tools, once whatever route serves
-    it. Raises :class:`ApiError` for what the request asks that cannot be done."""
-    tools = _Tools()
+    it. Raises :class:`ApiError` for what the request asks that cannot be done.
+
+    ``seal`` is the caller's organisation's: it opens the reasoning items the
+    client carries back sealed, and seals the answer's when the request
+    includes ``reasoning.encrypted_content``. Without it, sealed reasoning
+    is refused."""
+    tools = ChatTools()
     for tool in request.tools or ():
         tools.add(tool)
 
@@ -309,7 +228,7 @@ def prepare_chat(request: CreateResponse, *, limits: ModelLimits) -> ChatDraft:
                 for loaded in item.tools:
                     tools.add(loaded)
         for index, item in enumerate(request.input):
-            _add_item(item, index, messages, tools, limits, skipped)
+            _add_item(item, index, messages, tools, limits, skipped, seal)
 
     notices: list[dict[str, str]] = []
     if tools.dropped:
@@ -335,18 +254,17 @@ def prepare_chat(request: CreateResponse, *, limits: ModelLimits) -> ChatDraft:
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if isinstance(request.tool_choice, AllowedToolsChoice):
+        tools.allow_only(request.tool_choice)
     if tools.chat_tools:
         body["tools"] = tools.chat_tools
-        choice = _tool_choice(request, tools)
+        choice = tools.choice(request.tool_choice)
         if choice is not None:
             body["tool_choice"] = choice
         if request.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = request.parallel_tool_calls
     elif isinstance(request.tool_choice, FunctionChoice):
-        raise invalid(
-            f"tool_choice names '{request.tool_choice.name}', which is not among the tools.",
-            param="tool_choice",
-        )
+        raise not_among_tools(request.tool_choice.name)
 
     max_output_tokens = _max_tokens(request, limits, notices, chat_messages)
     if max_output_tokens is not None:
@@ -381,6 +299,7 @@ def prepare_chat(request: CreateResponse, *, limits: ModelLimits) -> ChatDraft:
         budget=reasoning.max_tokens if reasoning else None,
         has_tools=bool(tools.chat_tools),
         reasoning_at=reasoning_at,
+        seal=seal if request.include and ENCRYPTED_REASONING in request.include else None,
     )
 
 
@@ -391,31 +310,30 @@ def build_chat_request(
     dialect: str,
     limits: ModelLimits = ModelLimits(),
     extra_body: dict[str, Any] | None = None,
+    seal: ReasoningSeal | None = None,
 ) -> ChatPlan:
     """Both steps at once, for a single route."""
-    draft = prepare_chat(request, limits=limits)
+    draft = prepare_chat(request, limits=limits, seal=seal)
     return draft.for_route(upstream_model=upstream_model, dialect=dialect, extra_body=extra_body)
 
 
-def _tool_choice(request: CreateResponse, tools: _Tools) -> Any:
-    choice = request.tool_choice
-    if choice is None or isinstance(choice, str):
-        return choice
-    if isinstance(choice, FunctionChoice):
-        chat_name = tools.by_client_name.get((None, choice.name))
-        if chat_name is None:
-            # A namespaced tool may be named by its inner name alone.
-            matches = [n for (ns, name), n in tools.by_client_name.items() if name == choice.name]
-            if len(matches) != 1:
-                raise invalid(
-                    f"tool_choice names '{choice.name}', which is not among the tools.",
-                    param="tool_choice",
-                )
-            chat_name = matches[0]
-        return {"type": "function", "function": {"name": chat_name}}
-    if isinstance(choice, AllowedToolsChoice):
-        return choice.mode
-    return None
+def _unsealed(token: str, seal: ReasoningSeal | None, index: int) -> str:
+    """The reasoning a client carried back sealed. It is what the model
+    thought, exactly, so it wins over any plaintext beside it; a token that
+    does not open is refused, never dropped: the model would lose its train
+    of thought without anyone knowing."""
+    try:
+        if seal is None:
+            raise SealBroken("no seal")
+        return seal.open(token)
+    except SealBroken:
+        raise invalid(
+            f"The encrypted_content of input[{index}] could not be verified: it was altered, "
+            "or it was issued for another organisation. Send the reasoning item back as it "
+            "was received.",
+            param=f"input[{index}].encrypted_content",
+            code="invalid_encrypted_content",
+        ) from None
 
 
 def _max_tokens(
@@ -461,9 +379,10 @@ def _add_item(
     item: InputItem,
     index: int,
     messages: _Messages,
-    tools: _Tools,
+    tools: ChatTools,
     limits: ModelLimits,
     skipped: list[str],
+    seal: ReasoningSeal | None,
 ) -> None:
     if isinstance(item, MessageItem):
         if item.role in {"system", "developer"}:
@@ -515,8 +434,10 @@ def _add_item(
         summary = [_tool_summary(tool) for tool in item.tools]
         messages.add_tool_result(item.call_id or "", orjson.dumps(summary).decode())
     elif isinstance(item, ReasoningItem):
-        parts = item.content or item.summary
-        text = "".join(p.text for p in parts)
+        if item.encrypted_content:
+            text = _unsealed(item.encrypted_content, seal, index)
+        else:
+            text = "".join(p.text for p in item.content or item.summary)
         if text:
             messages.pending_reasoning.append(text)
     elif isinstance(item, ItemReference):

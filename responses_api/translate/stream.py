@@ -6,55 +6,29 @@ open items and returns the terminal event. Events are plain dicts without
 ``sequence_number`` (``sse.EventWriter`` numbers them, in one place). The
 same machine serves non-streaming requests: its final response is the body.
 
+One item is open at a time: an item's ``output_item.added`` comes after the
+previous item's ``output_item.done``, even when a backend interleaves the
+arguments of parallel tool calls (what arrives early for a later call is
+held back until the call before it is done).
+
 No Django, no httpx, no I/O.
 """
 
 from __future__ import annotations
 
-import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from responses_api.translate.items import Item, append_text, call_item, new_id, whole_json
 from responses_api.translate.partial_json import StringFieldDecoder
-from responses_api.translate.request import ToolRef
 from responses_api.translate.response import envelope, message_item, usage_dict
+from responses_api.translate.sealing import ReasoningSeal
+from responses_api.translate.tools import ToolRef
+
+__all__ = ["Event", "StreamTranslator", "Usage", "new_id"]
 
 Event = dict[str, Any]
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(16)}"
-
-
-@dataclass(slots=True)
-class _Item:
-    kind: str  # message, reasoning, function_call, custom_tool_call, tool_search_call
-    output_index: int
-    item_id: str
-    text: list[str] = field(default_factory=list)
-    # tool calls
-    call_id: str = ""
-    ref: ToolRef | None = None
-    chat_name: str = ""
-    closed: bool = False
-    done_item: dict[str, Any] | None = None
-    # custom tool calls: the decoded ``input`` streamed so far
-    decoder: StringFieldDecoder | None = None
-    streamed: list[str] = field(default_factory=list)
-
-
-def _append(parts: list[str], text: str) -> None:
-    """Keep a text that grows by deltas as a few strings, not one per token:
-    a thousand long streams held ~300 small strings each (about 15 MB)."""
-    parts.append(text)
-    if len(parts) >= _JOIN_EVERY:
-        parts[:] = ["".join(parts)]
-
-
-_JOIN_EVERY = 64
 
 
 @dataclass(slots=True)
@@ -77,6 +51,7 @@ class StreamTranslator:
         max_tool_calls: int | None = None,
         created_at: float | None = None,
         quiet: bool = False,
+        seal: ReasoningSeal | None = None,
     ) -> None:
         self.response_id = response_id
         # A non-streamed answer needs only the final response: no event per token.
@@ -85,10 +60,15 @@ class StreamTranslator:
         self.echo = echo
         self.tools = tools or {}
         self.max_tool_calls = max_tool_calls
+        # Seals reasoning items (include: reasoning.encrypted_content).
+        self.seal = seal
         self.created_at = int(created_at if created_at is not None else time.time())
-        self.items: list[_Item] = []
-        self.open_text: _Item | None = None  # the message or reasoning item being written
-        self.calls: dict[int, _Item] = {}  # chat tool-call index → item
+        self.items: list[Item] = []
+        self.open_text: Item | None = None  # the message or reasoning item being written
+        self.calls: dict[int, Item] = {}  # chat tool-call index → item
+        # The call being written, and those that arrived before it was done.
+        self.active_call: Item | None = None
+        self.waiting: list[Item] = []
         self.dropped_calls: set[int] = set()
         self.usage = Usage()
         self.finish_reason: str | None = None
@@ -136,8 +116,8 @@ class StreamTranslator:
             refusal = delta.get("refusal")
             if refusal:
                 self._text_delta("message", refusal, events)
-            for call in delta.get("tool_calls") or ():
-                self._tool_delta(call, events)
+            for position, call in enumerate(delta.get("tool_calls") or ()):
+                self._tool_delta(call, position, events)
             reason = choice.get("finish_reason")
             if reason:
                 self.finish_reason = reason
@@ -154,11 +134,14 @@ class StreamTranslator:
         if item is None or item.kind != kind:
             if item is not None:
                 events.extend(self._close(item))
+            elif self.active_call is not None:
+                # Text after tool calls: the calls are over.
+                self._close_calls(events, "completed")
             item = self._open(kind, events)
             self.open_text = item
         if kind == "reasoning":
             self.reasoning_deltas += 1
-        _append(item.text, text)
+        append_text(item.text, text)
         if self.quiet:
             return
         events.append(
@@ -174,10 +157,10 @@ class StreamTranslator:
             }
         )
 
-    def _open(self, kind: str, events: list[Event]) -> _Item:
+    def _open(self, kind: str, events: list[Event]) -> Item:
         index = len(self.items)
         if kind == "message":
-            item = _Item(kind, index, new_id("msg"))
+            item = Item(kind, index, new_id("msg"))
             added = {
                 "id": item.item_id,
                 "type": "message",
@@ -187,7 +170,7 @@ class StreamTranslator:
             }
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
         else:
-            item = _Item(kind, index, new_id("rs"))
+            item = Item(kind, index, new_id("rs"))
             added = {
                 "id": item.item_id,
                 "type": "reasoning",
@@ -209,8 +192,8 @@ class StreamTranslator:
         )
         return item
 
-    def _tool_delta(self, call: dict[str, Any], events: list[Event]) -> None:
-        index = call.get("index", 0)
+    def _tool_delta(self, call: dict[str, Any], position: int, events: list[Event]) -> None:
+        index = call.get("index", position)
         if index in self.dropped_calls:
             return
         item = self.calls.get(index)
@@ -222,27 +205,52 @@ class StreamTranslator:
             if self.open_text is not None:
                 events.extend(self._close(self.open_text))
                 self.open_text = None
-            item = self._open_call(call.get("id"), function.get("name") or "", events)
+            item = self._new_call(call.get("id"), function.get("name") or "")
             self.calls[index] = item
+            if self.active_call is None:
+                self._start_call(item, events)
+            else:
+                self.waiting.append(item)
         arguments = function.get("arguments")
         if arguments:
             self._mark_token()
-            _append(item.text, arguments)
-            if item.kind == "function_call":
-                events.append(
-                    {
-                        "type": "response.function_call_arguments.delta",
-                        "item_id": item.item_id,
-                        "output_index": item.output_index,
-                        "delta": arguments,
-                    }
-                )
-            elif item.decoder is not None:
-                decoded = item.decoder.feed(arguments)
-                if decoded:
-                    events.append(self._custom_delta(item, decoded))
+            if item.closed:
+                # More for a call already done: it was complete JSON when the
+                # backend moved on, so this can only be trailing junk.
+                return
+            append_text(item.text, arguments)
+            if item is self.active_call:
+                self._arguments_delta(item, arguments, events)
+        if self.waiting:
+            self._advance(events)
 
-    def _custom_delta(self, item: _Item, text: str) -> Event:
+    def _advance(self, events: list[Event]) -> None:
+        """Close the active call once its arguments are a whole JSON value and
+        another call waits: the backend has moved on (vLLM and SGLang send
+        calls one after another; some backends interleave them)."""
+        while self.waiting and self.active_call is not None:
+            active = self.active_call
+            if not whole_json(active.text):
+                return
+            events.extend(self._close(active))
+            self._start_call(self.waiting.pop(0), events)
+
+    def _arguments_delta(self, item: Item, arguments: str, events: list[Event]) -> None:
+        if item.kind == "function_call":
+            events.append(
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "item_id": item.item_id,
+                    "output_index": item.output_index,
+                    "delta": arguments,
+                }
+            )
+        elif item.decoder is not None:
+            decoded = item.decoder.feed(arguments)
+            if decoded:
+                events.append(self._custom_delta(item, decoded))
+
+    def _custom_delta(self, item: Item, text: str) -> Event:
         item.streamed.append(text)
         return {
             "type": "response.custom_tool_call_input.delta",
@@ -251,15 +259,15 @@ class StreamTranslator:
             "delta": text,
         }
 
-    def _open_call(self, call_id: str | None, chat_name: str, events: list[Event]) -> _Item:
+    def _new_call(self, call_id: str | None, chat_name: str) -> Item:
         ref = self.tools.get(chat_name) or ToolRef(kind="function", name=chat_name)
         kind = {"custom": "custom_tool_call", "tool_search": "tool_search_call"}.get(
             ref.kind, "function_call"
         )
         prefix = {"custom_tool_call": "ctc", "tool_search_call": "tsc"}.get(kind, "fc")
-        item = _Item(
+        item = Item(
             kind,
-            len(self.items),
+            -1,
             new_id(prefix),
             call_id=call_id or new_id("call"),
             ref=ref,
@@ -267,74 +275,35 @@ class StreamTranslator:
         )
         if kind == "custom_tool_call":
             item.decoder = StringFieldDecoder("input")
+        return item
+
+    def _start_call(self, item: Item, events: list[Event]) -> None:
+        """The call's ``output_item.added``, then what it received while it waited."""
+        item.output_index = len(self.items)
         self.items.append(item)
+        self.active_call = item
         events.append(
             {
                 "type": "response.output_item.added",
                 "output_index": item.output_index,
-                "item": self._call_item(item, "in_progress", added=True),
+                "item": call_item(item, "in_progress", added=True),
             }
         )
-        return item
-
-    def _call_item(self, item: _Item, status: str, added: bool = False) -> dict[str, Any]:
-        ref = item.ref
-        assert ref is not None
-        arguments = "" if added else "".join(item.text)
-        if item.kind == "custom_tool_call":
-            out: dict[str, Any] = {
-                "id": item.item_id,
-                "type": "custom_tool_call",
-                "status": status,
-                "call_id": item.call_id,
-                "name": ref.name,
-                "input": "" if added else self._final_input(item, arguments),
-            }
-        elif item.kind == "tool_search_call":
-            out = {
-                "id": item.item_id,
-                "type": "tool_search_call",
-                "status": status,
-                "call_id": item.call_id,
-                "execution": "client",
-                "arguments": {} if added else _json_or_raw(arguments),
-            }
-        else:
-            out = {
-                "id": item.item_id,
-                "type": "function_call",
-                "status": status,
-                "call_id": item.call_id,
-                "name": ref.name,
-                "arguments": arguments,
-            }
-        if ref.namespace and item.kind != "tool_search_call":
-            out["namespace"] = ref.namespace
-        return out
-
-    @staticmethod
-    def _final_input(item: _Item, arguments: str) -> str:
-        """The custom tool's input; always extends what was already streamed,
-        so the deltas concatenate to the ``.done`` input."""
-        decoder = item.decoder
-        streamed = "".join(item.streamed)
-        if decoder is not None and decoder.complete:
-            return decoder.text
-        whole = _custom_input(arguments)
-        if whole.startswith(streamed):
-            return whole
-        # Cut short (finish_reason length) or malformed after a good start:
-        # the decoded prefix is the best account of what the model wrote.
-        return streamed
+        if item.text:
+            self._arguments_delta(item, "".join(item.text), events)
 
     # --- closing -------------------------------------------------------------
 
-    def _close(self, item: _Item) -> list[Event]:
+    def _close(self, item: Item, status: str = "completed") -> list[Event]:
+        """The events that end ``item``; ``status`` is ``incomplete`` for an
+        item cut short (the answer hit its limit, or failed)."""
         item.closed = True
+        if item is self.active_call:
+            self.active_call = None
         text = "".join(item.text)
         base = {"item_id": item.item_id, "output_index": item.output_index}
         if item.kind == "message":
-            done = message_item(item.item_id, text, "completed")
+            done = message_item(item.item_id, text, status)
             item.done_item = done
             part = done["content"][0]
             return [
@@ -359,8 +328,10 @@ class StreamTranslator:
                 "type": "reasoning",
                 "summary": [],
                 "content": [part],
-                "status": "completed",
+                "status": status,
             }
+            if self.seal is not None:
+                done["encrypted_content"] = self.seal.seal(text)
             item.done_item = done
             return [
                 {"type": "response.reasoning_text.done", **base, "content_index": 0, "text": text},
@@ -371,7 +342,7 @@ class StreamTranslator:
                     "item": done,
                 },
             ]
-        done = self._call_item(item, "completed")
+        done = call_item(item, status)
         item.done_item = done
         events: list[Event] = []
         if item.kind == "function_call":
@@ -397,13 +368,27 @@ class StreamTranslator:
         )
         return events
 
-    def close_items(self) -> list[Event]:
+    def close_items(self, status: str | None = None) -> list[Event]:
+        """Close the open item, then the calls still waiting, in order;
+        ``status`` is what the items still open get (by default, the
+        answer's: ``incomplete`` when it was cut short)."""
+        if status is None:
+            status = self.status[0]
         events: list[Event] = []
         for item in self.items:
             if not item.closed:
-                events.extend(self._close(item))
+                events.extend(self._close(item, status))
         self.open_text = None
+        self._close_calls(events, status)
         return events
+
+    def _close_calls(self, events: list[Event], status: str) -> None:
+        if self.active_call is not None:
+            events.extend(self._close(self.active_call, status))
+        while self.waiting:
+            item = self.waiting.pop(0)
+            self._start_call(item, events)
+            events.extend(self._close(item, status))
 
     @property
     def status(self) -> tuple[str, str | None]:
@@ -415,18 +400,34 @@ class StreamTranslator:
 
     def finish(self, extras: dict[str, Any] | None = None) -> list[Event]:
         """Close every item and end with response.completed or response.incomplete."""
-        events = self.close_items()
         status, reason = self.status
+        events = self.close_items(status)
         response = self.response(status, extras=extras, incomplete_reason=reason)
         events.append({"type": f"response.{status}", "response": response})
         return events
 
     def fail(self, code: str, message: str, extras: dict[str, Any] | None = None) -> list[Event]:
-        """End a started stream with response.failed (SPEC §4.6)."""
-        events = self.close_items()
+        """End a started stream with response.failed (SPEC §4.6): the items
+        it cut short say so."""
+        events = self.close_items("incomplete")
         response = self.response("failed", extras=extras, error={"code": code, "message": message})
         events.append({"type": "response.failed", "response": response})
         return events
+
+    def notices(self) -> list[tuple[str, str]]:
+        """What the client should know of the answer as translated (``code``,
+        ``message``), for ``switchyard.notices``."""
+        if not self.dropped_calls:
+            return []
+        dropped = len(self.dropped_calls)
+        return [
+            (
+                "tool_calls_dropped",
+                f"max_tool_calls is {self.max_tool_calls}: the model made {dropped} more "
+                f"tool call{'s' if dropped > 1 else ''}, which {'were' if dropped > 1 else 'was'} "
+                "dropped.",
+            )
+        ]
 
     # --- the response object -----------------------------------------------------
 
@@ -479,24 +480,3 @@ class StreamTranslator:
         if not u.reasoning_tokens and self.reasoning_deltas:
             u.reasoning_tokens = min(self.reasoning_deltas, u.output_tokens)
         return u
-
-
-def _json_or_raw(text: str) -> Any:
-    try:
-        return orjson.loads(text) if text else {}
-    except orjson.JSONDecodeError:
-        return text
-
-
-def _custom_input(arguments: str) -> str:
-    """A custom tool's call arrives as ``{"input": "..."}``; unwrap it."""
-    value = _json_or_raw(arguments)
-    if isinstance(value, dict):
-        inner = value.get("input")
-        if isinstance(inner, str):
-            return inner
-        if len(value) == 1:
-            only = next(iter(value.values()))
-            if isinstance(only, str):
-                return only
-    return arguments if not isinstance(value, str) else value

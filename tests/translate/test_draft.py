@@ -44,7 +44,7 @@ def test_for_route_translates_no_message_or_tool_again(monkeypatch):
         raise AssertionError("translated again")
 
     monkeypatch.setattr(translate_request, "_add_item", translated_again)
-    monkeypatch.setattr(translate_request._Tools, "add", translated_again)
+    monkeypatch.setattr(translate_request.ChatTools, "add", translated_again)
     monkeypatch.setattr(translate_request, "user_content", translated_again)
     for dialect in DIALECTS:
         plan = draft.for_route(upstream_model="up", dialect=dialect, extra_body=None)

@@ -1,0 +1,35 @@
+"""Each organisation's seal for ``reasoning.encrypted_content`` tokens.
+
+The seal itself (``translate.sealing``) is pure; this module gives it the
+platform key, ``SWITCHYARD_ENCRYPTION_KEY`` (or the key derived from
+``SECRET_KEY`` when unset, as ``secrets`` derives it). It reads the setting
+as a comma-separated list of Fernet keys, the current one first, so that
+tokens sealed under an earlier key still open once rotation lists it.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+
+from django.conf import settings
+
+from responses_api.translate.sealing import ReasoningSeal
+
+
+def reasoning_seal(organisation_id: int) -> ReasoningSeal:
+    """The seal of one organisation, kept per process: its keys are derived
+    once, on its first token. Costs a settings read and a cache hit."""
+    configured = settings.SWITCHYARD_ENCRYPTION_KEY
+    if configured:
+        return _seal(configured, "", organisation_id)
+    return _seal("", settings.SECRET_KEY, organisation_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _seal(configured: str, secret_key: str, organisation_id: int) -> ReasoningSeal:
+    keys = [key.strip() for key in configured.split(",") if key.strip()]
+    if not keys:
+        return ReasoningSeal([hashlib.sha256(secret_key.encode()).digest()], organisation_id)
+    return ReasoningSeal([base64.urlsafe_b64decode(key) for key in keys], organisation_id)
