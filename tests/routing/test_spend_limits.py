@@ -122,9 +122,7 @@ def test_soft_threshold_adds_a_notice_streamed_and_not(web, priced):
     with client.responses.stream(model="sim-model", input=ONE_DOLLAR) as stream:
         final = stream.get_final_response().to_dict()
     (notice,) = [n for n in final["switchyard"]["notices"] if n["code"] == "budget_near_limit"]
-    assert notice["message"] == (
-        "This API key has used 80% of its monthly budget (4.00 of 5.00)."
-    )
+    assert notice["message"] == ("This API key has used 80% of its monthly budget (4.00 of 5.00).")
     assert final["switchyard"]["cost"] == 1.0
     with pytest.raises(openai.RateLimitError) as refused:
         client.responses.create(model="sim-model", input=ONE_DOLLAR)
