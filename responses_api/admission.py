@@ -51,7 +51,10 @@ async def admit(*, exchange: Exchange, estimate: int) -> Admission | None:
     verdict: tuple[int, str] | None = None
     used: list = []
     counts: list[int | None] = []
-    if redis_conn.enabled():
+    if redis_conn.enabled() and spend is None:
+        assert rate is not None
+        verdict, used = admit_result(rate, await redis_conn.run_call(admit_script(rate)))
+    elif redis_conn.enabled():
         scripts = [admit_script(rate)] if rate is not None else []
         commands = [read_command(spend)] if spend is not None else []
         script_results, command_results = await redis_conn.run_batch(commands, scripts)

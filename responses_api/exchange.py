@@ -246,7 +246,7 @@ class Exchange:
         # The month's spend counters take the row's cost and tokens in the
         # round trip that hands the row over.
         settle = spend_settle(self.spend, row) if self.spend is not None else []
-        appending = sink.submit(row, scripts=settle)
+        appending = sink.submit(row, scripts=settle) if settle else sink.submit(row)
         if appending is not None:
             # Shielded: a disconnect arriving now must not cut the row off half-sent.
             await asyncio.shield(appending)
