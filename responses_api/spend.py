@@ -115,6 +115,11 @@ class _Local:
         return [self.counters.get(key) for key in keys]
 
     def create(self, values: dict[str, int]) -> None:
+        # A rebuild is rare (once per scope and month): the time to let
+        # counters of months other than the one being rebuilt go.
+        months = {key.rsplit(":", 2)[1] for key in values}
+        for key in [k for k in self.counters if k.rsplit(":", 2)[1] not in months]:
+            del self.counters[key]
         for key, value in values.items():
             self.counters.setdefault(key, value)
 
