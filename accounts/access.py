@@ -12,6 +12,7 @@ capability              owner  admin  developer  viewer
 read pages and usage     yes    yes     yes       yes
 create API keys          yes    yes     yes       no
 revoke any API key       yes    yes     own keys  no
+edit keys' limits        yes    yes     no        no
 manage backends/models   yes    yes     no        no
 manage members           yes    yes     no        no
 grant/remove owners      yes    no      no        no
@@ -50,6 +51,8 @@ CAPABILITIES: dict[str, frozenset[str]] = {
     "view": frozenset({OWNER, ADMIN, DEVELOPER, VIEWER}),
     "key_create": frozenset({OWNER, ADMIN, DEVELOPER}),
     "key_revoke_any": frozenset({OWNER, ADMIN}),
+    # A key's limits and spend caps: its creator must not raise its own.
+    "key_edit": frozenset({OWNER, ADMIN}),
     "backend_manage": frozenset({OWNER, ADMIN}),
     "model_manage": frozenset({OWNER, ADMIN}),
     "member_manage": frozenset({OWNER, ADMIN}),
@@ -123,11 +126,13 @@ def api_keys_for_member(*, membership: Membership) -> QuerySet[ApiKey]:
 
 
 def get_api_key_for_member(
-    *, membership: Membership, key_id: object, revoke: bool = False
+    *, membership: Membership, key_id: object, revoke: bool = False, edit: bool = False
 ) -> ApiKey:
     key = object_or_404(api_keys_for_member(membership=membership), id=uuid_or_404(key_id))
     if revoke and not may_revoke(membership=membership, api_key=key):
         raise PermissionDenied("You may revoke only the keys you created.")
+    if edit:
+        require(membership, "key_edit")
     return key
 
 

@@ -22,6 +22,13 @@ class Organisation(models.Model):
     default_rpm = models.PositiveIntegerField(null=True, blank=True)
     default_tpm = models.PositiveIntegerField(null=True, blank=True)
     default_concurrency = models.PositiveIntegerField(null=True, blank=True)
+    # Spend limits of the whole organisation per calendar month (UTC): a
+    # budget in the currency of the model prices, and a token quota.
+    monthly_budget = models.DecimalField(max_digits=16, decimal_places=6, null=True, blank=True)
+    monthly_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    # Share of a monthly limit, in percent, past which responses carry the
+    # notice budget_near_limit (for the organisation's limits and its keys').
+    budget_warning_percent = models.PositiveSmallIntegerField(default=80)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -80,6 +87,10 @@ class ApiKey(models.Model):
     rpm = models.PositiveIntegerField(null=True, blank=True)
     tpm = models.PositiveIntegerField(null=True, blank=True)
     concurrency = models.PositiveIntegerField(null=True, blank=True)
+    # This key's own spend limits per calendar month (UTC), besides the
+    # organisation's.
+    monthly_budget = models.DecimalField(max_digits=16, decimal_places=6, null=True, blank=True)
+    monthly_tokens = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model, password_validation
@@ -22,6 +23,7 @@ from django.utils import timezone
 
 from accounts.audit import CLI, Actor, audit_record
 from accounts.keys import generate_key, hash_key, visible_prefix
+from accounts.limits import SPEND_FIELDS, audit_value, spend_limit_clean
 from accounts.models import ApiKey, AuditEntry, Invitation, Membership, Organisation
 from accounts.signals import api_key_changed, organisation_settings_changed
 
@@ -115,6 +117,7 @@ SETTINGS_FIELDS = (
     "default_rpm",
     "default_tpm",
     "default_concurrency",
+    *SPEND_FIELDS,
 )
 
 
@@ -128,6 +131,8 @@ def _settings_clean(data: Mapping[str, object]) -> dict[str, object]:
             if value not in Organisation.Retention.values:
                 raise ValidationError({field: "Pick one of the retention policies."})
             clean[field] = value
+        elif field in SPEND_FIELDS:
+            clean[field] = spend_limit_clean(field, value)
         else:
             optional = field.startswith("default_")
             clean[field] = _count(value, field=field, optional=optional)
@@ -146,7 +151,7 @@ def organisation_settings_update(
     clean = _settings_clean(data)
     organisation = Organisation.objects.select_for_update().get(pk=organisation.pk)
     changes = {
-        field: [getattr(organisation, field), value]
+        field: [audit_value(getattr(organisation, field)), audit_value(value)]
         for field, value in clean.items()
         if getattr(organisation, field) != value
     }
@@ -453,7 +458,16 @@ def invitation_join(
 
 # --- API keys --------------------------------------------------------------------
 
-KEY_FIELDS = ("name", "allowed_models", "rpm", "tpm", "concurrency", "expires_at")
+KEY_FIELDS = (
+    "name",
+    "allowed_models",
+    "rpm",
+    "tpm",
+    "concurrency",
+    "expires_at",
+    "monthly_budget",
+    "monthly_tokens",
+)
 
 
 def _key_clean(data: Mapping[str, object]) -> dict[str, Any]:
@@ -475,6 +489,8 @@ def _key_clean(data: Mapping[str, object]) -> dict[str, Any]:
             if value is not None and value <= timezone.now():
                 raise ValidationError({field: "The expiry must be in the future."})
             clean[field] = value
+        elif field.startswith("monthly_"):
+            clean[field] = spend_limit_clean(field, value)
         else:
             clean[field] = _count(value, field=field)
     return clean
@@ -488,6 +504,8 @@ def _key_details(key: ApiKey) -> dict[str, Any]:
         "tpm": key.tpm,
         "concurrency": key.concurrency,
         "expires_at": key.expires_at.isoformat() if key.expires_at else None,
+        "monthly_budget": str(key.monthly_budget) if key.monthly_budget is not None else None,
+        "monthly_tokens": key.monthly_tokens,
     }
 
 
@@ -503,6 +521,8 @@ def api_key_create(
     tpm: int | None = None,
     concurrency: int | None = None,
     expires_at: datetime | None = None,
+    monthly_budget: Decimal | int | str | None = None,
+    monthly_tokens: int | None = None,
 ) -> tuple[ApiKey, str]:
     """Create a key; the full key is returned once and never stored.
 
@@ -516,6 +536,8 @@ def api_key_create(
             "tpm": tpm,
             "concurrency": concurrency,
             "expires_at": expires_at,
+            "monthly_budget": monthly_budget,
+            "monthly_tokens": monthly_tokens,
         }
     )
     raw = generate_key()

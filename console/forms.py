@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -82,6 +83,30 @@ def _limit(label: str, help_text: str) -> forms.IntegerField:
     return forms.IntegerField(label=label, required=False, min_value=1, help_text=help_text)
 
 
+def _budget(help_text: str) -> forms.DecimalField:
+    return forms.DecimalField(
+        label="Monthly budget",
+        required=False,
+        min_value=Decimal("0.000001"),
+        max_digits=16,
+        decimal_places=6,
+        help_text=help_text,
+    )
+
+
+def _tokens(help_text: str) -> forms.IntegerField:
+    return forms.IntegerField(
+        label="Monthly tokens", required=False, min_value=1, help_text=help_text
+    )
+
+
+SPEND_HELP = (
+    "Per calendar month (UTC), in the currency of the model prices; once reached, "
+    "requests are refused (429 insufficient_quota) until the month ends. Empty: no budget."
+)
+TOKENS_HELP = "Input + output tokens per calendar month (UTC). Empty: no quota."
+
+
 # --- API keys ----------------------------------------------------------------
 
 
@@ -101,6 +126,8 @@ class ApiKeyForm(forms.Form):
         widget=DateTimeLocalInput(),
         help_text="Empty: never expires. Times are UTC.",
     )
+    monthly_budget = _budget(SPEND_HELP + " The organisation's own limits apply as well.")
+    monthly_tokens = _tokens(TOKENS_HELP)
 
     def __init__(self, *args, model_ids: list[str], **kwargs):
         super().__init__(*args, **kwargs)
@@ -258,6 +285,12 @@ class UsageFilterForm(forms.Form):
     range = forms.ChoiceField(required=False, choices=RANGE_CHOICES, label="Time")
     since = forms.DateTimeField(required=False, widget=DateTimeLocalInput(), label="From")
     until = forms.DateTimeField(required=False, widget=DateTimeLocalInput(), label="To")
+    session = forms.CharField(
+        required=False,
+        max_length=128,
+        label="Session",
+        widget=forms.TextInput(attrs={"placeholder": "session id"}),
+    )
 
     def __init__(self, *args, models: list[str], keys, backends, **kwargs):
         super().__init__(*args, **kwargs)
@@ -365,8 +398,15 @@ class OrganisationSettingsForm(ServiceForm):
             "default_rpm": "Default requests per minute",
             "default_tpm": "Default tokens per minute",
             "default_concurrency": "Default concurrent requests",
+            "monthly_budget": "Monthly budget",
+            "monthly_tokens": "Monthly tokens",
+            "budget_warning_percent": "Warn past (% of a monthly limit)",
         }
         help_texts = {
+            "monthly_budget": SPEND_HELP + " Counts every key of the organisation.",
+            "monthly_tokens": TOKENS_HELP,
+            "budget_warning_percent": "Past this share of a monthly limit (the organisation's "
+            "or a key's), responses carry the notice budget_near_limit and the console a badge.",
             "retention_policy": "“Store nothing” is zero data retention: previous_response_id "
             "and GET /v1/responses/{id} are refused.",
             "default_rpm": "Applies to the whole organisation and to keys without their own limit.",
@@ -381,7 +421,15 @@ class OrganisationSettingsForm(ServiceForm):
             "default_rpm",
             "default_tpm",
             "default_concurrency",
+            "monthly_tokens",
+            "budget_warning_percent",
         )
+        warning = self.fields["budget_warning_percent"]
+        warning.widget.attrs["max"] = 100
+        warning.required = False  # left empty: unchanged
 
     def service_data(self) -> dict[str, Any]:
-        return {f: self.cleaned_data[f] for f in self.Meta.fields}
+        data = {f: self.cleaned_data[f] for f in self.Meta.fields}
+        if data["budget_warning_percent"] is None:
+            del data["budget_warning_percent"]
+        return data

@@ -9,6 +9,7 @@ from console.views import (
     dashboard,
     keys,
     organisation,
+    sessions,
     support,
     usage,
 )
@@ -43,6 +44,7 @@ urlpatterns = [
     # API keys
     path("keys/", member_view()(keys.key_list), name="keys"),
     path("keys/new/", member_view("key_create")(keys.key_create), name="key_create"),
+    path("keys/<uuid:key_id>/edit/", member_view()(keys.key_edit), name="key_edit"),
     path("keys/<uuid:key_id>/revoke/", member_view()(keys.key_revoke), name="key_revoke"),
     path("keys/<uuid:key_id>/codex/", member_view()(codex.key_codex), name="key_codex"),
     # Backends
@@ -81,6 +83,8 @@ urlpatterns = [
     # Usage and traces
     path("usage/", member_view()(usage.usage_list), name="usage"),
     path("usage/export.csv", member_view()(usage.usage_export), name="usage_export"),
+    # A client's session id is free text (bounded), slashes included.
+    path("usage/sessions/<path:session_id>/", member_view()(sessions.session_page), name="session"),
     path("trace/", signed_in_view(usage.trace_search), name="trace_search"),
     path("trace/<uuid:request_id>/", member_view()(usage.trace_page), name="trace"),
     # Members, settings, audit

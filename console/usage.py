@@ -60,6 +60,8 @@ def usage_filter(queryset: QuerySet, data: dict[str, Any]) -> QuerySet:
         queryset = queryset.filter(created_at__gte=data["since"])
     if data.get("until"):
         queryset = queryset.filter(created_at__lt=data["until"])
+    if data.get("session"):
+        queryset = queryset.filter(session_id=data["session"].strip())
     return queryset
 
 

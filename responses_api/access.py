@@ -71,6 +71,24 @@ def get_usage_row_for_member(*, membership: Membership, request_id: object) -> U
     )
 
 
+# Turns a session page shows, oldest first.
+SESSION_TURNS = 1000
+
+
+def session_turns_for_member(*, membership: Membership, session_id: str) -> list[UsageLog]:
+    """A client session's requests in the member's organisation, in order;
+    a 404 when it has none (another organisation's session looks missing)."""
+    turns = list(
+        usage_for_member(membership=membership)
+        .filter(session_id=session_id)
+        .select_related("api_key")
+        .order_by("created_at", "id")[:SESSION_TURNS]
+    )
+    if not turns:
+        raise Http404("Not found.")
+    return turns
+
+
 def usage_for_support(*, user: User | AnonymousUser) -> QuerySet[UsageLog]:
     """Every organisation's usage, read-only, for platform support staff;
     anyone else gets a 404, as if the page did not exist."""

@@ -12,6 +12,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
 from django.utils import timezone
@@ -37,6 +38,12 @@ class Caller:
     org_rpm: int | None
     org_tpm: int | None
     org_concurrency: int | None
+    # Spend limits per calendar month (responses_api.spend).
+    monthly_budget: Decimal | None = None
+    monthly_tokens: int | None = None
+    org_monthly_budget: Decimal | None = None
+    org_monthly_tokens: int | None = None
+    budget_warning_percent: int = 80
 
 
 # Keys found, by hash: (expiry, caller). Bounded by the number of keys.
@@ -98,6 +105,11 @@ def _load(key_hash: str) -> Caller | None:
         org_rpm=org.default_rpm,
         org_tpm=org.default_tpm,
         org_concurrency=org.default_concurrency,
+        monthly_budget=key.monthly_budget,
+        monthly_tokens=key.monthly_tokens,
+        org_monthly_budget=org.monthly_budget,
+        org_monthly_tokens=org.monthly_tokens,
+        budget_warning_percent=org.budget_warning_percent,
     )
 
 

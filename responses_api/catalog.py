@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
@@ -37,6 +37,10 @@ class Route:
     upstream_name: str
 
 
+# UsageLog.cost's decimal places.
+COST_QUANTUM = Decimal(1).scaleb(-8)
+
+
 @dataclass(frozen=True, slots=True)
 class ModelEntry:
     id: str
@@ -55,7 +59,9 @@ class ModelEntry:
             + cached * self.price_cached_input
             + output * self.price_output
         )
-        return total / Decimal(1_000_000)
+        # Rounded to the usage row's 8 places here, once: the row, the
+        # reply's cost and the month's spend counters then agree exactly.
+        return (total / Decimal(1_000_000)).quantize(COST_QUANTUM, ROUND_HALF_UP)
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,7 @@ class ApiConsumer:
             client_ip=client[0] if client else None,
             user_agent=headers.get(b"user-agent", b"").decode("latin-1")[:300],
         )
+        exchange.client_headers(headers)
         call = Call(exchange, Responder(send, exchange), headers, params=match.params)
         if drain.draining:
             # Not admitted (so no usage row): the client retries elsewhere.

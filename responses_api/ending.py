@@ -81,7 +81,12 @@ async def _answer(call: Call, output: Output) -> None:
         f"queue;dur={timing['queue_wait_ms'] or 0}, ttft;dur={timing['ttft_ms'] or 0}, "
         f"total;dur={timing['duration_ms']}"
     )
-    await call.responder.json(200, orjson.dumps(body), [(b"server-timing", server_timing.encode())])
+    headers = [
+        (b"server-timing", server_timing.encode()),
+        # The request's cost in the currency of the model prices (SPEC §10).
+        (b"x-switchyard-cost", f"{call.exchange.cost():f}".encode()),
+    ]
+    await call.responder.json(200, orjson.dumps(body), headers)
 
 
 def _budget_notice(call: Call, output: Output) -> None:

@@ -13,15 +13,18 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from responses_api.metrics import request_observe
+from responses_api.spend import spend_settle
 from responses_api.usage import sink
 
 if TYPE_CHECKING:
     from responses_api.auth import Caller
     from responses_api.catalog import BackendEntry, ModelEntry
     from responses_api.errors import ApiError
+    from responses_api.spend import SpendPlan
     from responses_api.translate.stream import Usage
 
 log = logging.getLogger("switchyard.requests")
@@ -39,6 +42,17 @@ def new_request_id() -> str:
     return str(uuid.uuid4())
 
 
+# What a client says of the conversation a request belongs to, kept on its
+# row at most this long (Codex sends UUIDs).
+CLIENT_ID_LENGTH = 128
+ZERO = Decimal(0)
+
+
+def _client_value(headers: dict[bytes, bytes], name: bytes) -> str:
+    value = headers.get(name)
+    return value.decode("latin-1").strip()[:CLIENT_ID_LENGTH] if value else ""
+
+
 @dataclass(slots=True)
 class Exchange:
     """One request from its first byte to its usage row."""
@@ -50,6 +64,12 @@ class Exchange:
     created_at: float = field(default_factory=time.time)
     client_ip: str | None = None
     user_agent: str = ""
+    # The client's session, thread and request ids, and its name (Codex's
+    # session-id, thread-id, x-client-request-id and originator headers).
+    session_id: str = ""
+    thread_id: str = ""
+    client_request_id: str = ""
+    originator: str = ""
     caller: Caller | None = None
     # What was asked for.
     model: str = ""
@@ -69,12 +89,30 @@ class Exchange:
     notices: list[dict[str, str]] = field(default_factory=list)
     # x-ratelimit-* headers for every response of a rate-limited caller.
     limit_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    # The monthly spend limits the request was admitted under, if any.
+    spend: SpendPlan | None = None
     # Set by draining when the process's shutdown deadline ends this
     # exchange: its cancellation then ends it as a 503, not a 499.
     shutdown: bool = False
     submitted: bool = False
 
     # --- what the layers record -------------------------------------------
+
+    def client_headers(self, headers: dict[bytes, bytes]) -> None:
+        """The client's own ids from the request headers (each bounded);
+        ``session-id`` else ``x-session-id`` names the session."""
+        self.session_id = _client_value(headers, b"session-id") or _client_value(
+            headers, b"x-session-id"
+        )
+        self.thread_id = _client_value(headers, b"thread-id")
+        self.client_request_id = _client_value(headers, b"x-client-request-id")
+        self.originator = _client_value(headers, b"originator")
+
+    def session_default(self, prompt_cache_key: str | None) -> None:
+        """Without a session header, the request's ``prompt_cache_key`` (Codex
+        sends its session id there too) names the session."""
+        if not self.session_id and prompt_cache_key:
+            self.session_id = prompt_cache_key.strip()[:CLIENT_ID_LENGTH]
 
     def notice(self, code: str, message: str) -> None:
         if not any(n["code"] == code for n in self.notices):
@@ -119,6 +157,14 @@ class Exchange:
     def output_tokens(self) -> int:
         return self.tokens[2]
 
+    def cost(self) -> Decimal:
+        """What the request cost at its model's prices, in their currency."""
+        entry = self.model_entry
+        if entry is None:
+            return ZERO
+        input_tokens, cached, output, _ = self.tokens
+        return entry.cost(input_tokens, cached, output)
+
     def duration_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
 
@@ -145,13 +191,13 @@ class Exchange:
                 "tokens_per_second": _round(self.tokens_per_second(duration)),
             },
             "notices": self.notices,
+            "cost": float(self.cost()),
         }
 
     def row(self) -> dict[str, Any]:
         caller = self.caller
         assert caller is not None
         duration = self.duration_ms()
-        entry = self.model_entry
         input_tokens, cached, output, reasoning = self.tokens
         backend = self.backend
         return {
@@ -174,7 +220,7 @@ class Exchange:
             "cached_tokens": cached,
             "output_tokens": output,
             "reasoning_tokens": reasoning,
-            "cost": entry.cost(input_tokens, cached, output) if entry is not None else 0,
+            "cost": self.cost(),
             "attempts": self.attempts,
             "queue_wait_ms": self.queue_wait_ms,
             "ttft_ms": self.ttft_ms,
@@ -182,6 +228,10 @@ class Exchange:
             "tokens_per_second": self.tokens_per_second(duration),
             "client_ip": self.client_ip,
             "user_agent": self.user_agent,
+            "session_id": self.session_id,
+            "thread_id": self.thread_id,
+            "client_request_id": self.client_request_id,
+            "originator": self.originator,
             "is_check": caller.key_id in check_keys,
             "created_at": self.created_at,
             "finished_at": time.time(),
@@ -193,7 +243,10 @@ class Exchange:
             return
         self.submitted = True
         row = self.row()
-        appending = sink.submit(row)
+        # The month's spend counters take the row's cost and tokens in the
+        # round trip that hands the row over.
+        settle = spend_settle(self.spend, row) if self.spend is not None else []
+        appending = sink.submit(row, scripts=settle) if settle else sink.submit(row)
         if appending is not None:
             # Shielded: a disconnect arriving now must not cut the row off half-sent.
             await asyncio.shield(appending)

@@ -150,6 +150,12 @@ class UsageLog(models.Model):
     tokens_per_second = models.FloatField(null=True, blank=True)
     client_ip = models.GenericIPAddressField(null=True, blank=True)
     user_agent = models.CharField(max_length=300, blank=True, default="")
+    # What the client says of the conversation a request belongs to (Codex
+    # sends these headers on every turn), so turns group into sessions.
+    session_id = models.CharField(max_length=128, blank=True, default="")
+    thread_id = models.CharField(max_length=128, blank=True, default="")
+    client_request_id = models.CharField(max_length=128, blank=True, default="")
+    originator = models.CharField(max_length=128, blank=True, default="")
     # A request of ``manage.py model_check``, not of the organisation's traffic.
     is_check = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
@@ -160,6 +166,9 @@ class UsageLog(models.Model):
         indexes = [
             models.Index(fields=["organisation", "-created_at"], name="usage_org_time"),
             models.Index(fields=["organisation", "status", "-created_at"], name="usage_org_status"),
+            models.Index(
+                fields=["organisation", "session_id", "created_at"], name="usage_org_session"
+            ),
         ]
 
     def __str__(self) -> str:

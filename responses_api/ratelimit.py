@@ -29,6 +29,7 @@ import math
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from responses_api import redis_conn
 from responses_api.auth import Caller
@@ -189,28 +190,34 @@ class _Local:
 _local = _Local()
 
 
-async def _admit_redis(scopes: list[Scope], window: int, estimate: int, lease_id: str, now: float):
+def admit_script(plan: RatePlan) -> redis_conn.ScriptCall:
+    """The admission as one Lua script call, to run alone or in a pipeline."""
     keys: list[str] = []
     args: list[float | int | str] = [
-        now,
-        redis_conn.leases.expiry(now),
-        lease_id,
-        estimate,
+        plan.now,
+        redis_conn.leases.expiry(plan.now),
+        plan.lease_id,
+        plan.estimate,
         WINDOW,
     ]
-    for scope in scopes:
-        keys.extend(_keys(scope, window))
+    for scope in plan.scopes:
+        keys.extend(_keys(scope, plan.window))
         args += [scope.rpm, scope.tpm, scope.concurrency]
-    result = await redis_conn.run_script(_ADMIT, keys, args)
+    return redis_conn.ScriptCall(_ADMIT, keys, args)
+
+
+def admit_result(plan: RatePlan, result: list[Any]) -> tuple[tuple[int, str] | None, list]:
+    """The script's answer as (verdict, counts); an admitted request's
+    leases start being renewed."""
     index, kind = int(result[0]), result[1]
     numbers = [int(x) for x in result[2:]]
     used = [tuple(numbers[i : i + 3]) for i in range(0, len(numbers), 3)]
     if index:
         kind = kind.decode() if isinstance(kind, bytes) else kind
         return (index - 1, kind), used
-    for scope in scopes:
+    for scope in plan.scopes:
         if scope.concurrency:
-            redis_conn.leases.hold(_keys(scope, window)[2], lease_id)
+            redis_conn.leases.hold(_keys(scope, plan.window)[2], plan.lease_id)
     return None, used
 
 
@@ -235,21 +242,38 @@ def _headers(scopes: list[Scope], used, reset: float) -> list[tuple[bytes, bytes
     return headers
 
 
-async def limits_admit(*, caller: Caller, estimate: int) -> Admission | None:
-    """Count this request against the caller's limits, or raise a 429.
+@dataclass(frozen=True, slots=True)
+class RatePlan:
+    """What admitting one request under its caller's rate limits counts."""
 
-    Returns None when neither the key nor its organisation has limits."""
+    scopes: list[Scope]
+    now: float
+    window: int
+    estimate: int
+    lease_id: str
+
+    @property
+    def reset(self) -> float:
+        return (self.window + 1) * WINDOW - self.now
+
+
+def limits_plan(*, caller: Caller, estimate: int) -> RatePlan | None:
+    """None when neither the key nor its organisation has rate limits."""
     scopes = scopes_for(caller)
     if not scopes:
         return None
     now = time.time()
-    window = int(now // WINDOW)
-    reset = (window + 1) * WINDOW - now
-    lease_id = uuid.uuid4().hex
-    if redis_conn.enabled():
-        verdict, used = await _admit_redis(scopes, window, estimate, lease_id, now)
-    else:
-        verdict, used = _local.admit(scopes, window, estimate, lease_id)
+    return RatePlan(scopes, now, int(now // WINDOW), estimate, uuid.uuid4().hex)
+
+
+def limits_local(plan: RatePlan) -> tuple[tuple[int, str] | None, list]:
+    """The admission on this process's counters (no Redis)."""
+    return _local.admit(plan.scopes, plan.window, plan.estimate, plan.lease_id)
+
+
+def limits_outcome(plan: RatePlan, verdict: tuple[int, str] | None, used: list) -> Admission:
+    """The admitted request, or the 429 of the first limit it would exceed."""
+    scopes, estimate, reset = plan.scopes, plan.estimate, plan.reset
     headers = _headers(scopes, used, reset)
     if verdict is not None:
         index, kind = verdict
@@ -274,7 +298,21 @@ async def limits_admit(*, caller: Caller, estimate: int) -> Admission | None:
             code="rate_limit_exceeded",
             headers=[(b"retry-after", str(retry).encode()), *headers],
         )
-    return Admission(scopes, window, estimate, lease_id, headers)
+    return Admission(scopes, plan.window, estimate, plan.lease_id, headers)
+
+
+async def limits_admit(*, caller: Caller, estimate: int) -> Admission | None:
+    """Count this request against the caller's limits, or raise a 429.
+
+    Returns None when neither the key nor its organisation has limits."""
+    plan = limits_plan(caller=caller, estimate=estimate)
+    if plan is None:
+        return None
+    if redis_conn.enabled():
+        verdict, used = admit_result(plan, await redis_conn.run_call(admit_script(plan)))
+    else:
+        verdict, used = limits_local(plan)
+    return limits_outcome(plan, verdict, used)
 
 
 async def limits_settle(*, admission: Admission, tokens: int) -> None:

@@ -9,7 +9,10 @@ Nothing connects at import time.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -53,6 +56,59 @@ async def run_script(source: str, keys: list[str], args: list[Any]) -> Any:
     if script is None:
         script = scripts[source] = client.register_script(source)
     return await script(keys=keys, args=args)
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptCall:
+    """One run of a Lua script: its source, keys and arguments."""
+
+    source: str
+    keys: list[str]
+    args: list[Any]
+
+    @property
+    def sha(self) -> str:
+        return _sha(self.source)
+
+
+_shas: dict[str, str] = {}
+
+
+def _sha(source: str) -> str:
+    sha = _shas.get(source)
+    if sha is None:
+        sha = _shas[source] = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 (Redis' id)
+    return sha
+
+
+async def run_call(call: ScriptCall) -> Any:
+    return await run_script(call.source, call.keys, call.args)
+
+
+async def run_batch(
+    commands: Sequence[Sequence[Any]], scripts: Sequence[ScriptCall] = ()
+) -> tuple[list[Any], list[Any]]:
+    """Scripts (by ``EVALSHA``) then plain commands, in one round trip:
+    ``(script results, command results)``.
+
+    A script the server does not know yet did not run: it is loaded and run
+    again on its own (once per server and script). redis-py's own pipelined
+    scripts would instead ask ``SCRIPT EXISTS`` first, on every pipeline."""
+    import redis.exceptions
+
+    async with async_client().pipeline(transaction=False) as pipe:
+        for call in scripts:
+            pipe.execute_command("EVALSHA", call.sha, len(call.keys), *call.keys, *call.args)
+        for command in commands:
+            pipe.execute_command(*command)
+        results = await pipe.execute(raise_on_error=False)
+    for i, call in enumerate(scripts):
+        if isinstance(results[i], redis.exceptions.NoScriptError):
+            results[i] = await run_call(call)
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+    return results[: len(scripts)], results[len(scripts) :]
 
 
 def sync_client() -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from responses_api.admission import admit
 from responses_api.auth import Caller
 from responses_api.backends import failover
 from responses_api.backends.routing import affinity_key, no_backend
@@ -25,7 +26,7 @@ from responses_api.catalog import ModelEntry, get_catalog
 from responses_api.errors import ApiError, from_validation_error, invalid, param_path, too_deep
 from responses_api.exchange import Exchange
 from responses_api.protocol import CreateResponse
-from responses_api.ratelimit import estimate_tokens, limits_admit, limits_settle
+from responses_api.ratelimit import estimate_tokens, limits_settle
 from responses_api.reasoning_seal import reasoning_seal
 from responses_api.relay_json import read_answer
 from responses_api.relay_stream import relay_stream
@@ -43,13 +44,14 @@ async def create_response(call: Call) -> Reply | None:
     request = parse_request(call.body, call.headers)
     exchange.model = request.model
     exchange.stream = bool(request.stream)
+    exchange.session_default(request.prompt_cache_key)
     model = await _model(caller, request.model)
     exchange.model_entry = model
     store = _store_decision(request, caller, exchange)
     draft = prepare_chat(request, limits=model.limits, seal=reasoning_seal(caller.organisation_id))
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
-    admission = await limits_admit(caller=caller, estimate=estimate_tokens(call.body))
+    admission = await admit(exchange=exchange, estimate=estimate_tokens(call.body))
     if admission is not None:
         exchange.limit_headers = admission.headers
     try:

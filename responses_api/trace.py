@@ -50,5 +50,12 @@ def usage_row_dict(row: UsageLog) -> dict[str, Any]:
             "duration_ms": row.duration_ms,
             "tokens_per_second": row.tokens_per_second,
         },
-        "client": {"ip": row.client_ip, "user_agent": row.user_agent},
+        "client": {
+            "ip": row.client_ip,
+            "user_agent": row.user_agent,
+            "session_id": row.session_id,
+            "thread_id": row.thread_id,
+            "request_id": row.client_request_id,
+            "originator": row.originator,
+        },
     }

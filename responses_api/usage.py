@@ -41,7 +41,7 @@ import functools
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -92,6 +92,10 @@ EXPORT_COLUMNS = (
     "tokens_per_second",
     "client_ip",
     "user_agent",
+    "session_id",
+    "thread_id",
+    "client_request_id",
+    "originator",
 )
 _FIELDS = frozenset({"organisation_id", "api_key_id", "is_check", *EXPORT_COLUMNS})
 
@@ -375,19 +379,27 @@ class UsageSink:
             self._wake = asyncio.Event()
             self._task = loop.create_task(self._run(), name="switchyard-usage-writer")
 
-    def submit(self, row: dict[str, Any]) -> Awaitable[None] | None:
+    def submit(
+        self, row: dict[str, Any], scripts: Sequence[redis_conn.ScriptCall] = ()
+    ) -> Awaitable[None] | None:
         """Hand a row over: the append to the Redis stream to await, or None
         when the row is already held in memory (the embedded default), so
-        that case costs the request no task."""
+        that case costs the request no task. ``scripts`` go to Redis in the
+        append's round trip (the spend counters' increments)."""
         self._ensure_task()
         if settings.REDIS_URL:
-            return self._append(row)
+            return self._append(row, scripts)
         self.pending.append(row)
         self._wake_writer()
         return None
 
-    async def _append(self, row: dict[str, Any]) -> None:
-        await redis_conn.async_client().xadd(STREAM, {"r": encode_row(row)})
+    async def _append(
+        self, row: dict[str, Any], scripts: Sequence[redis_conn.ScriptCall] = ()
+    ) -> None:
+        if scripts:
+            await redis_conn.run_batch([("XADD", STREAM, "*", "r", encode_row(row))], scripts)
+        else:
+            await redis_conn.async_client().xadd(STREAM, {"r": encode_row(row)})
         self._wake_writer()
 
     def _wake_writer(self) -> None:

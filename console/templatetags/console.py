@@ -43,3 +43,15 @@ def status_class(status) -> str:
     if status == 499:
         return "s499"
     return f"s{status // 100}xx"
+
+
+@register.filter
+def money(value) -> str:
+    """An amount in the price currency: cents, or more digits when it has them."""
+    if value is None:
+        return "–"
+    from decimal import Decimal
+
+    from responses_api.spend import money as as_money
+
+    return as_money(Decimal(value))

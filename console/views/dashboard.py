@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from console import charts
+from console.spend import organisation_month
 from console.stats import WINDOWS, dashboard_build
 from responses_api.access import usage_for_member
 
@@ -77,5 +78,7 @@ def dashboard_page(request: HttpRequest, membership) -> HttpResponse:
             "tokens_chart": tokens_chart,
             "error_chart": error_chart,
             "ttft_chart": ttft_chart,
+            "month": organisation_month(membership.organisation),
+            "warning": membership.organisation.budget_warning_percent,
         },
     )

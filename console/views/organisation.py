@@ -47,6 +47,7 @@ from console.forms import (
     RoleForm,
     errors_onto,
 )
+from console.spend import organisation_month
 from console.views.base import SESSION_ORG, page_of
 
 
@@ -249,7 +250,13 @@ def settings_page(request: HttpRequest, membership) -> HttpResponse:
         else:
             messages.success(request, "Settings saved.")
             return redirect("console:settings")
-    return render(request, "console/settings.html", {"form": form, "manage": manage})
+    context = {
+        "form": form,
+        "manage": manage,
+        "month": organisation_month(organisation),
+        "warning": organisation.budget_warning_percent,
+    }
+    return render(request, "console/settings.html", context)
 
 
 def audit_page(request: HttpRequest, membership) -> HttpResponse:

@@ -24,7 +24,7 @@ def acme(provision, simulator):
 
 def replay(api_server, key: str, name: str, prompt: str | None = None) -> list[dict]:
     body = json.loads((FIXTURES / f"{name}_request.json").read_text())
-    captured = json.loads((FIXTURES / f"{name}_request_headers.json").read_text())
+    captured = json.loads((FIXTURES / f"{name}_request_headers.json").read_text())["headers"]
     captured = {k.lower(): v for k, v in captured.items()}
     if prompt is not None:
         last_user = [i for i in body["input"] if i.get("role") == "user"][-1]

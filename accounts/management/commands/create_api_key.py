@@ -6,7 +6,12 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from accounts.management.commands._common import command_error, get_org
+from accounts.management.commands._common import (
+    add_spend_arguments,
+    command_error,
+    get_org,
+    spend_options,
+)
 from accounts.services import api_key_create
 
 
@@ -23,6 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("--tpm", type=int)
         parser.add_argument("--concurrency", type=int)
         parser.add_argument("--expires", help="ISO 8601 date-time, e.g. 2027-01-31T00:00:00Z")
+        add_spend_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         org = get_org(options["org"])
@@ -44,6 +50,7 @@ class Command(BaseCommand):
                 tpm=options["tpm"],
                 concurrency=options["concurrency"],
                 expires_at=expires,
+                **spend_options(options),
             )
         except ValidationError as exc:
             raise command_error(exc) from None

@@ -1,0 +1,35 @@
+"""A client session (Codex's ``session-id``): its turns in order, with the
+tokens, cost and time of each."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from responses_api.access import SESSION_TURNS, session_turns_for_member
+
+
+def session_page(request: HttpRequest, membership, session_id: str) -> HttpResponse:
+    turns = session_turns_for_member(membership=membership, session_id=session_id)
+    first, last = turns[0], turns[-1]
+    totals = {
+        "turns": len(turns),
+        "input_tokens": sum(t.input_tokens for t in turns),
+        "cached_tokens": sum(t.cached_tokens for t in turns),
+        "output_tokens": sum(t.output_tokens for t in turns),
+        "cost": sum((t.cost for t in turns), Decimal(0)),
+        "busy_ms": sum(t.duration_ms or 0.0 for t in turns),
+        "threads": len({t.thread_id for t in turns if t.thread_id}),
+    }
+    end = last.finished_at or last.created_at
+    context = {
+        "session_id": session_id,
+        "turns": turns,
+        "totals": totals,
+        "first": first,
+        "span_ms": (end - first.created_at).total_seconds() * 1000,
+        "truncated": len(turns) == SESSION_TURNS,
+    }
+    return render(request, "console/session.html", context)
