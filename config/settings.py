@@ -214,6 +214,10 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BEAT_SCHEDULE = {
     "backend-health": {"task": "console.tasks.check_backends", "schedule": 15.0},
     "usage-drain": {"task": "responses_api.tasks.drain_usage", "schedule": 5.0},
+    "stored-responses-purge": {
+        "task": "responses_api.tasks.purge_stored_responses",
+        "schedule": 300.0,
+    },
     "health-history-purge": {
         "task": "console.tasks.purge_health_history",
         "schedule": 3600.0,
@@ -295,20 +299,28 @@ LOGGING = {
 METRICS_TOKEN = secret("METRICS_TOKEN") or ""
 
 # --- Switchyard -------------------------------------------------------------
-# Fernet key that encrypts upstream backend API keys at rest. Derived from
-# SECRET_KEY when unset, so the embedded default needs no configuration.
+# Fernet keys that encrypt what is kept at rest: upstream backend API keys
+# and stored responses. SWITCHYARD_ENCRYPTION_KEY is a comma-separated list
+# whose first key encrypts and every key decrypts; keys being retired may
+# instead be listed in SWITCHYARD_ENCRYPTION_KEYS_OLD (decrypt only). Derived
+# from SECRET_KEY when unset, so the embedded default needs no configuration.
 SWITCHYARD_ENCRYPTION_KEY = secret("SWITCHYARD_ENCRYPTION_KEY") or ""
-if SWITCHYARD_ENCRYPTION_KEY:
+SWITCHYARD_ENCRYPTION_KEYS_OLD = secret("SWITCHYARD_ENCRYPTION_KEYS_OLD") or ""
+for _name, _keys in (
+    ("SWITCHYARD_ENCRYPTION_KEY", SWITCHYARD_ENCRYPTION_KEY),
+    ("SWITCHYARD_ENCRYPTION_KEYS_OLD", SWITCHYARD_ENCRYPTION_KEYS_OLD),
+):
     from cryptography.fernet import Fernet
 
-    try:
-        Fernet(SWITCHYARD_ENCRYPTION_KEY)
-    except ValueError:
-        raise ImproperlyConfigured(
-            "SWITCHYARD_ENCRYPTION_KEY is not a Fernet key (32 url-safe base64-encoded bytes); "
-            "generate one with: python -c 'from cryptography.fernet import Fernet; "
-            "print(Fernet.generate_key().decode())'"
-        ) from None
+    for _key in filter(None, (k.strip() for k in _keys.split(","))):
+        try:
+            Fernet(_key)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{_name} holds a value that is not a Fernet key (32 url-safe base64-encoded "
+                "bytes); generate one with: python -c 'from cryptography.fernet import Fernet; "
+                "print(Fernet.generate_key().decode())'"
+            ) from None
 # Seconds an API key or a model catalogue stays in a process's cache. Bounds
 # how long a revocation takes to reach every web process.
 SWITCHYARD_AUTH_CACHE_SECONDS = env.float("SWITCHYARD_AUTH_CACHE_SECONDS", default=5.0)
