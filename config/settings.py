@@ -317,8 +317,8 @@ for _name, _keys in (
             Fernet(_key)
         except ValueError:
             raise ImproperlyConfigured(
-                f"{_name} holds a value that is not a Fernet key (32 url-safe base64-encoded "
-                "bytes); generate one with: python -c 'from cryptography.fernet import Fernet; "
+                f"{_name} is not a Fernet key (each comma-separated entry is 32 url-safe "
+                "base64-encoded bytes); generate one with: python -c 'from cryptography.fernet import Fernet; "
                 "print(Fernet.generate_key().decode())'"
             ) from None
 # Seconds an API key or a model catalogue stays in a process's cache. Bounds

@@ -48,6 +48,7 @@ from console.forms import (
     errors_onto,
 )
 from console.views.base import SESSION_ORG, page_of
+from responses_api.store import responses_delete_all, responses_summary
 
 
 def _invite_link(request: HttpRequest, token: str) -> str:
@@ -237,19 +238,43 @@ def settings_page(request: HttpRequest, membership) -> HttpResponse:
     if not manage:
         for field in form.fields.values():
             field.disabled = True
+    stored, size = responses_summary(organisation_id=organisation.pk)
+    context = {"form": form, "manage": manage, "stored": stored, "stored_size": size}
+    before = organisation.retention_policy
     if request.method == "POST" and form.is_valid():
+        data = form.service_data()
+        # Turning the policy to "none" deletes what is stored: asked once more.
+        if (
+            before != "none"
+            and data["retention_policy"] == "none"
+            and stored
+            and request.POST.get("confirm_delete") != "yes"
+        ):
+            return render(request, "console/settings.html", {**context, "confirm_none": True})
         try:
             organisation_settings_update(
-                organisation=organisation,
-                actor=Actor.console(membership.user),
-                data=form.service_data(),
+                organisation=organisation, actor=Actor.console(membership.user), data=data
             )
         except ValidationError as exc:
             errors_onto(form, exc)
         else:
             messages.success(request, "Settings saved.")
             return redirect("console:settings")
-    return render(request, "console/settings.html", {"form": form, "manage": manage})
+    return render(request, "console/settings.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+def stored_delete_page(request: HttpRequest, membership) -> HttpResponse:
+    """Delete every stored response of the organisation, after a confirmation."""
+    organisation = organisation_for_member(membership=membership)
+    if request.method == "POST":
+        deleted = responses_delete_all(
+            organisation=organisation, actor=Actor.console(membership.user)
+        )
+        messages.success(request, f"{deleted} stored responses deleted.")
+        return redirect("console:settings")
+    stored, size = responses_summary(organisation_id=organisation.pk)
+    return render(request, "console/stored_delete.html", {"stored": stored, "stored_size": size})
 
 
 def audit_page(request: HttpRequest, membership) -> HttpResponse:
