@@ -318,8 +318,8 @@ for _name, _keys in (
         except ValueError:
             raise ImproperlyConfigured(
                 f"{_name} is not a Fernet key (each comma-separated entry is 32 url-safe "
-                "base64-encoded bytes); generate one with: python -c 'from cryptography.fernet import Fernet; "
-                "print(Fernet.generate_key().decode())'"
+                "base64-encoded bytes); generate one with: python -c "
+                "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
             ) from None
 # Seconds an API key or a model catalogue stays in a process's cache. Bounds
 # how long a revocation takes to reach every web process.

@@ -204,9 +204,9 @@ def _items(
         if stored is None:
             continue
         for item in stored.items():
-            item_id = item.get("id")
-            if holders.get(item_id) == row.id:
-                found.setdefault(item_id, item)
+            named = item.get("id")
+            if isinstance(named, str) and holders.get(named) == row.id:
+                found.setdefault(named, item)
     return found, {holders[i] for i in found}
 
 

@@ -123,7 +123,7 @@ class Command(BaseCommand):
         # health history; the purge deletes expired stored responses).
         schedule = settings.CELERY_BEAT_SCHEDULE
         jobs = [
-            (import_string(str(schedule[name]["task"])), float(schedule[name]["schedule"]))
+            (import_string(str(schedule[name]["task"])), float(str(schedule[name]["schedule"])))
             for name in EMBEDDED_JOBS
         ]
         due = [time.monotonic() + 2.0] * len(jobs)
