@@ -17,7 +17,9 @@ work: the hot path stays as it was.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +70,15 @@ def item_not_found(item_id: str, index: int) -> Exception:
     )
 
 
+@functools.cache
+def _writer() -> ThreadPoolExecutor:
+    """The thread stored responses are written from: one per process, with
+    its own database connection, so that a write waits neither for the
+    event loop nor for the other database calls' thread (and its cost
+    shows under its own name)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="sy-store")
+
+
 @dataclass(slots=True)
 class Keep:
     """What is needed to store a response once it has ended."""
@@ -85,7 +96,8 @@ class Keep:
         a client gone meanwhile does not cut the write off. A failed write
         is logged; the answer still goes out."""
         try:
-            await asyncio.shield(sync_to_async(self._save)(response))
+            loop = asyncio.get_running_loop()
+            await asyncio.shield(loop.run_in_executor(_writer(), self._save, response))
         except asyncio.CancelledError:
             raise
         except Exception:

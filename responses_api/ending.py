@@ -5,7 +5,8 @@ a client gone (499), the process shutting down — the ending sets the
 status, submits the usage row, and then writes what the client is owed: the
 JSON answer, the error, or the stream's terminal event. The row is handed
 over before the response's last byte (usage.py states that guarantee), and
-exactly once (``Exchange.submit``).
+exactly once (``Exchange.submit``). A response to be stored (``Call.keep``)
+is written just before its JSON body or terminal event goes out.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 from cryptography.fernet import InvalidToken
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
@@ -103,25 +103,80 @@ def response_save(
     response_id = response["id"]
     ids = {item["id"] for item in input_items if isinstance(item.get("id"), str)}
     ids.update(item["id"] for item in response.get("output", ()) if isinstance(item.get("id"), str))
-    row = StoredResponse(
-        id=response_id,
-        organisation_id=organisation_id,
-        previous_response_id=previous.id if previous is not None else "",
-        root_id=previous.root_id if previous is not None else response_id,
-        depth=previous.depth + 1 if previous is not None else 0,
-        affinity=affinity,
-        data=data,
-        size=len(data),
-        created_at=now,
-        expires_at=now + timedelta(hours=ttl_hours),
+    row = (
+        response_id,
+        organisation_id,
+        previous.id if previous is not None else "",
+        previous.root_id if previous is not None else response_id,
+        previous.depth + 1 if previous is not None else 0,
+        affinity,
+        data,
+        len(data),
+        now,
+        now + timedelta(hours=ttl_hours),
     )
-    items = [
-        StoredItem(organisation_id=organisation_id, response_id=response_id, item_id=item_id[:128])
-        for item_id in ids
-    ]
-    with transaction.atomic():
-        row.save(force_insert=True)
-        StoredItem.objects.bulk_create(items)
+    _insert(row, [(organisation_id, response_id, item_id[:128]) for item_id in ids])
+
+
+def _insert(row: tuple[Any, ...], items: list[tuple[int, str, str]]) -> None:
+    """The response and its item ids, written out once per connection
+    vendor: the ORM's ``save`` and ``bulk_create`` cost several times the
+    database's own work here, on the path of every stored response. On
+    PostgreSQL one statement inserts both (atomic by itself: one round trip
+    instead of four); elsewhere two, in one transaction."""
+    connection = connections[StoredResponse.objects.db]
+    sql = _SQL.get(connection.vendor)
+    if sql is None:
+        sql = _SQL[connection.vendor] = _statements(connection)
+    adapt = connection.ops.adapt_datetimefield_value
+    values = (*row[:8], adapt(row[8]), adapt(row[9]))
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(sql[2], (*values, row[1], [item_id for _, _, item_id in items]))
+        return
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.execute(sql[0], values)
+        if items:
+            cursor.executemany(sql[1], items)
+
+
+_SQL: dict[str, tuple[str, str, str]] = {}
+
+
+def _statements(connection: Any) -> tuple[str, str, str]:
+    quote = connection.ops.quote_name
+
+    def columns(model: Any, fields: Sequence[str]) -> str:
+        return ", ".join(quote(model._meta.get_field(f).column) for f in fields)
+
+    responses, items = (quote(m._meta.db_table) for m in (StoredResponse, StoredItem))
+    marks = ", ".join(["%s"] * len(_RESPONSE_FIELDS))
+    response = f"INSERT INTO {responses} ({columns(StoredResponse, _RESPONSE_FIELDS)}) "
+    item_columns = columns(StoredItem, ("organisation", "response", "item_id"))
+    both = (
+        f"WITH kept AS ({response}VALUES ({marks}) RETURNING {quote('id')}) "
+        f"INSERT INTO {items} ({item_columns}) "
+        f"SELECT %s, kept.{quote('id')}, unnest(%s::varchar[]) FROM kept"
+    )
+    return (
+        f"{response}VALUES ({marks})",
+        f"INSERT INTO {items} ({item_columns}) VALUES (%s, %s, %s)",
+        both,
+    )
+
+
+_RESPONSE_FIELDS = (
+    "id",
+    "organisation",
+    "previous_response_id",
+    "root_id",
+    "depth",
+    "affinity",
+    "data",
+    "size",
+    "created_at",
+    "expires_at",
+)
 
 
 @dataclass(frozen=True, slots=True)
