@@ -194,6 +194,13 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # reads, then writes, while another process commits fails at once with
     # "database is locked" instead of waiting (SQLite's deadlock avoidance).
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+    # A write-ahead log: readers never wait for the writer, and a commit
+    # (a stored response's, before its answer goes out) costs no fsync; a
+    # power loss may take back the last commits, as a crash loses the
+    # embedded usage writer's last fraction of a second.
+    DATABASES["default"]["OPTIONS"]["init_command"] = (
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+    )
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -214,6 +221,10 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BEAT_SCHEDULE = {
     "backend-health": {"task": "console.tasks.check_backends", "schedule": 15.0},
     "usage-drain": {"task": "responses_api.tasks.drain_usage", "schedule": 5.0},
+    "stored-responses-purge": {
+        "task": "responses_api.tasks.purge_stored_responses",
+        "schedule": 300.0,
+    },
     "health-history-purge": {
         "task": "console.tasks.purge_health_history",
         "schedule": 3600.0,
@@ -295,20 +306,28 @@ LOGGING = {
 METRICS_TOKEN = secret("METRICS_TOKEN") or ""
 
 # --- Switchyard -------------------------------------------------------------
-# Fernet key that encrypts upstream backend API keys at rest. Derived from
-# SECRET_KEY when unset, so the embedded default needs no configuration.
+# Fernet keys that encrypt what is kept at rest: upstream backend API keys
+# and stored responses. SWITCHYARD_ENCRYPTION_KEY is a comma-separated list
+# whose first key encrypts and every key decrypts; keys being retired may
+# instead be listed in SWITCHYARD_ENCRYPTION_KEYS_OLD (decrypt only). Derived
+# from SECRET_KEY when unset, so the embedded default needs no configuration.
 SWITCHYARD_ENCRYPTION_KEY = secret("SWITCHYARD_ENCRYPTION_KEY") or ""
-if SWITCHYARD_ENCRYPTION_KEY:
+SWITCHYARD_ENCRYPTION_KEYS_OLD = secret("SWITCHYARD_ENCRYPTION_KEYS_OLD") or ""
+for _name, _keys in (
+    ("SWITCHYARD_ENCRYPTION_KEY", SWITCHYARD_ENCRYPTION_KEY),
+    ("SWITCHYARD_ENCRYPTION_KEYS_OLD", SWITCHYARD_ENCRYPTION_KEYS_OLD),
+):
     from cryptography.fernet import Fernet
 
-    try:
-        Fernet(SWITCHYARD_ENCRYPTION_KEY)
-    except ValueError:
-        raise ImproperlyConfigured(
-            "SWITCHYARD_ENCRYPTION_KEY is not a Fernet key (32 url-safe base64-encoded bytes); "
-            "generate one with: python -c 'from cryptography.fernet import Fernet; "
-            "print(Fernet.generate_key().decode())'"
-        ) from None
+    for _key in filter(None, (k.strip() for k in _keys.split(","))):
+        try:
+            Fernet(_key)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{_name} is not a Fernet key (each comma-separated entry is 32 url-safe "
+                "base64-encoded bytes); generate one with: python -c "
+                "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
+            ) from None
 # Seconds an API key or a model catalogue stays in a process's cache. Bounds
 # how long a revocation takes to reach every web process.
 SWITCHYARD_AUTH_CACHE_SECONDS = env.float("SWITCHYARD_AUTH_CACHE_SECONDS", default=5.0)

@@ -116,6 +116,11 @@ urlpatterns = [
     ),
     path("invitation/<str:token>/", organisation.invitation_accept_page, name="invitation_accept"),
     path("settings/", member_view()(organisation.settings_page), name="settings"),
+    path(
+        "settings/stored-responses/delete/",
+        member_view("settings_manage")(organisation.stored_delete_page),
+        name="stored_delete",
+    ),
     path("audit/", member_view("audit_view")(organisation.audit_page), name="audit"),
     # Platform support staff
     path("support/", signed_in_view(support.support_page), name="support"),

@@ -16,6 +16,9 @@ class ResponsesApiConfig(AppConfig):
         organisation_settings_changed.connect(
             _forget_organisation, dispatch_uid="responses_api.forget_organisation"
         )
+        organisation_settings_changed.connect(
+            _forget_stored, dispatch_uid="responses_api.forget_stored"
+        )
 
 
 def _forget_key(*, key_hash: str, **_: Any) -> None:
@@ -33,3 +36,13 @@ def _forget_organisation(*, organisation_id: int, **_: Any) -> None:
     for key_hash in keys.values_list("key_hash", flat=True):
         forget_key(key_hash)
     catalog.forget(organisation_id)
+
+
+def _forget_stored(*, organisation_id: int, **_: Any) -> None:
+    # Turning the retention policy to ``none`` deletes what is stored, once
+    # the change is committed (in batches, outside the settings' transaction).
+    from django.db import transaction
+
+    from responses_api.store import responses_forget_if_none
+
+    transaction.on_commit(lambda: responses_forget_if_none(organisation_id=organisation_id))

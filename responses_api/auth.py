@@ -30,6 +30,7 @@ class Caller:
     organisation_id: int
     organisation_slug: str
     retention_policy: str
+    store_ttl_hours: int
     allowed_models: frozenset[str]
     expires_at: datetime | None
     rpm: int | None
@@ -97,6 +98,7 @@ def _load(key_hash: str) -> Caller | None:
         organisation_id=org.id,
         organisation_slug=org.slug,
         retention_policy=org.retention_policy,
+        store_ttl_hours=org.store_ttl_hours,
         allowed_models=frozenset(key.allowed_models or ()),
         expires_at=key.expires_at,
         rpm=key.rpm,

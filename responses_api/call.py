@@ -10,6 +10,7 @@ from responses_api.exchange import Exchange
 from responses_api.responder import Responder
 
 if TYPE_CHECKING:
+    from responses_api.continuation import Keep
     from responses_api.sse import EventWriter
     from responses_api.translate.request import ChatPlan
     from responses_api.translate.stream import StreamTranslator
@@ -32,9 +33,13 @@ class Call:
     headers: dict[bytes, bytes]
     body: bytes = b""
     params: dict[str, str] = field(default_factory=dict)
+    query_string: bytes = b""
     # Set by a handler once it translates a backend's answer: the ending
     # (``ending.end_exchange``) finishes what it started.
     output: Output | None = None
+    # Set when the response is to be stored: the ending saves it before the
+    # client is told the response ended.
+    keep: Keep | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,13 @@ class ApiConsumer:
             user_agent=headers.get(b"user-agent", b"").decode("latin-1")[:300],
         )
         exchange.client_headers(headers)
-        call = Call(exchange, Responder(send, exchange), headers, params=match.params)
+        call = Call(
+            exchange,
+            Responder(send, exchange),
+            headers,
+            params=match.params,
+            query_string=scope.get("query_string", b""),
+        )
         if drain.draining:
             # Not admitted (so no usage row): the client retries elsewhere.
             await _refuse(call, shutting_down())

@@ -5,7 +5,8 @@ a client gone (499), the process shutting down — the ending sets the
 status, submits the usage row, and then writes what the client is owed: the
 JSON answer, the error, or the stream's terminal event. The row is handed
 over before the response's last byte (usage.py states that guarantee), and
-exactly once (``Exchange.submit``).
+exactly once (``Exchange.submit``). A response to be stored (``Call.keep``)
+is written just before its JSON body or terminal event goes out.
 """
 
 from __future__ import annotations
@@ -47,7 +48,10 @@ async def end_exchange(
         return
     if responder.started:
         assert output is not None and output.writer is not None
-        await responder.end_stream(output.writer.encode(_terminal(call, output, error)))
+        events = _terminal(call, output, error)
+        if call.keep is not None:
+            await call.keep.save(events[-1]["response"])
+        await responder.end_stream(output.writer.encode(events))
     elif error is not None:
         await responder.error(error)
     elif reply is not None:
@@ -76,6 +80,8 @@ async def _answer(call: Call, output: Output) -> None:
     extras = call.exchange.extras()
     status, reason = translator.status
     body = translator.response(status, extras=extras, incomplete_reason=reason)
+    if call.keep is not None:
+        await call.keep.save(body)
     timing = extras["timing"]
     server_timing = (
         f"queue;dur={timing['queue_wait_ms'] or 0}, ttft;dur={timing['ttft_ms'] or 0}, "

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from responses_api import continuation
 from responses_api.admission import admit
 from responses_api.auth import Caller
 from responses_api.backends import failover
@@ -32,6 +33,7 @@ from responses_api.relay_json import read_answer
 from responses_api.relay_stream import relay_stream
 from responses_api.responder import JSON
 from responses_api.sse import EventWriter
+from responses_api.store import Stored
 from responses_api.translate.request import ChatPlan, prepare_chat
 from responses_api.translate.response import echo_settings
 from responses_api.translate.stream import StreamTranslator, new_id
@@ -48,6 +50,23 @@ async def create_response(call: Call) -> Reply | None:
     model = await _model(caller, request.model)
     exchange.model_entry = model
     store = _store_decision(request, caller, exchange)
+    response_id = new_id("resp")
+    previous: Stored | None = None
+    references: dict[str, Any] = {}
+    if caller.retention_policy == "store":
+        prepared = await continuation.prepare(caller, request)
+        request, previous, references = prepared.request, prepared.previous, prepared.references
+    affinity = _affinity(caller, model, request, previous, response_id if store else None)
+    if store:
+        call.keep = continuation.Keep(
+            organisation_id=caller.organisation_id,
+            ttl_hours=caller.store_ttl_hours,
+            body=call.body,
+            instructions=request.instructions,
+            previous=previous,
+            references=references,
+            affinity=affinity or "",
+        )
     draft = prepare_chat(request, limits=model.limits, seal=reasoning_seal(caller.organisation_id))
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
@@ -64,7 +83,7 @@ async def create_response(call: Call) -> Reply | None:
             extra_body=first.backend.extra_body,
         )
         output = call.output = Output(
-            _translator(request, preview, store, quiet=not exchange.stream),
+            _translator(request, preview, store, response_id, quiet=not exchange.stream),
             preview,
             EventWriter() if exchange.stream else None,
         )
@@ -74,7 +93,7 @@ async def create_response(call: Call) -> Reply | None:
             draft=draft,
             model=model,
             pinned=pinned.decode("latin-1").strip() if pinned else None,
-            affinity=_affinity(caller, model, request),
+            affinity=affinity,
         )
         if exchange.stream:
             await relay_stream(call, output, upstream)
@@ -233,18 +252,39 @@ def _store_decision(request: CreateResponse, caller: Caller, exchange: Exchange)
     return request.store is not False
 
 
-def _affinity(caller: Caller, model: ModelEntry, request: CreateResponse) -> str | None:
-    return affinity_key(
+def _affinity(
+    caller: Caller,
+    model: ModelEntry,
+    request: CreateResponse,
+    previous: Stored | None,
+    response_id: str | None,
+) -> str | None:
+    """A chain keeps the affinity its first response had (its later turns
+    carry other instructions, or none), so it stays on the backend holding
+    its prefix; a stored response that starts a conversation with a lone
+    string gets one by its own id."""
+    if previous is not None and previous.affinity and not request.prompt_cache_key:
+        return previous.affinity
+    key = affinity_key(
         organisation_id=caller.organisation_id,
         model_id=model.id,
         prompt_cache_key=request.prompt_cache_key,
         instructions=request.instructions,
         input=request.input,
     )
+    if key is None and response_id is not None:
+        key = affinity_key(
+            organisation_id=caller.organisation_id,
+            model_id=model.id,
+            prompt_cache_key=response_id,
+            instructions=None,
+            input=(),
+        )
+    return key
 
 
 def _translator(
-    request: CreateResponse, plan: ChatPlan, store: bool, *, quiet: bool
+    request: CreateResponse, plan: ChatPlan, store: bool, response_id: str, *, quiet: bool
 ) -> StreamTranslator:
     echo = echo_settings(
         request,
@@ -254,7 +294,7 @@ def _translator(
         max_output_tokens=plan.max_output_tokens,
     )
     return StreamTranslator(
-        response_id=new_id("resp"),
+        response_id=response_id,
         model=request.model,
         echo=echo,
         tools=plan.tools,

@@ -12,7 +12,13 @@ import re
 from dataclasses import dataclass
 
 from responses_api.call import Handler
-from responses_api.endpoints import list_models, not_served, stored_response
+from responses_api.endpoints import (
+    delete_response,
+    list_input_items,
+    list_models,
+    not_served,
+    retrieve_response,
+)
 from responses_api.errors import ApiError
 from responses_api.relay import create_response
 
@@ -32,8 +38,8 @@ ROUTES: tuple[Route, ...] = (
     Route("/models", {"GET": list_models}),
     Route("/responses/compact", {"*": not_served}),
     Route("/responses/input_tokens", {"*": not_served}),
-    Route("/responses/{response_id}", {"GET": stored_response, "DELETE": stored_response}),
-    Route("/responses/{response_id}/input_items", {"GET": stored_response}),
+    Route("/responses/{response_id}", {"GET": retrieve_response, "DELETE": delete_response}),
+    Route("/responses/{response_id}/input_items", {"GET": list_input_items}),
 )
 
 # Under the API's prefixes but served by Django (``config/urls.py``).

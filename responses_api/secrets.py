@@ -1,4 +1,9 @@
-"""Encryption at rest for upstream API keys (Fernet)."""
+"""Encryption at rest (Fernet): upstream API keys and stored responses.
+
+A :class:`MultiFernet` over the platform's keys, so that keys rotate: the
+first key of ``SWITCHYARD_ENCRYPTION_KEY`` encrypts, every key there and in
+``SWITCHYARD_ENCRYPTION_KEYS_OLD`` decrypts (:func:`rotate` re-encrypts a
+token under the first key)."""
 
 from __future__ import annotations
 
@@ -6,18 +11,20 @@ import base64
 import functools
 import hashlib
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
 
 @functools.cache
-def _fernet() -> Fernet:
-    key: str | bytes = settings.SWITCHYARD_ENCRYPTION_KEY
-    if not key:
+def _fernet() -> MultiFernet:
+    listed = f"{settings.SWITCHYARD_ENCRYPTION_KEY},{settings.SWITCHYARD_ENCRYPTION_KEYS_OLD}"
+    keys: list[str | bytes] = [k.strip() for k in listed.split(",") if k.strip()]
+    if not settings.SWITCHYARD_ENCRYPTION_KEY:
         # Derived from SECRET_KEY so the embedded default needs no setting;
         # production sets SWITCHYARD_ENCRYPTION_KEY so SECRET_KEY can rotate.
-        key = base64.urlsafe_b64encode(hashlib.sha256(settings.SECRET_KEY.encode()).digest())
-    return Fernet(key)
+        derived = base64.urlsafe_b64encode(hashlib.sha256(settings.SECRET_KEY.encode()).digest())
+        keys.insert(0, derived)
+    return MultiFernet([Fernet(key) for key in keys])
 
 
 def encrypt(value: str) -> str:
@@ -33,3 +40,17 @@ def decrypt(value: str) -> str:
         # A key encrypted under another key cannot be used; calling the
         # backend without it gives a clear 401 from the backend.
         return ""
+
+
+def encrypt_bytes(value: bytes) -> str:
+    return _fernet().encrypt(value).decode("ascii")
+
+
+def decrypt_bytes(token: str) -> bytes:
+    """Raises :class:`InvalidToken` for a token no configured key opens."""
+    return _fernet().decrypt(token.encode("ascii"))
+
+
+def rotate(token: str) -> str:
+    """``token`` encrypted again under the first key."""
+    return _fernet().rotate(token.encode("ascii")).decode("ascii")

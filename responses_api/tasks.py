@@ -16,3 +16,11 @@ def drain_usage() -> int:
     from responses_api.usage import drain_redis, redis_client
 
     return drain_redis(redis_client(), consumer="celery")
+
+
+@shared_task
+def purge_stored_responses() -> int:
+    """Deletes expired stored responses, in batches (reads ignore them already)."""
+    from responses_api.store import responses_purge
+
+    return responses_purge()

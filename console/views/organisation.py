@@ -49,6 +49,7 @@ from console.forms import (
 )
 from console.spend import organisation_month
 from console.views.base import SESSION_ORG, page_of
+from responses_api.store import responses_delete_all, responses_summary
 
 
 def _invite_link(request: HttpRequest, token: str) -> str:
@@ -238,25 +239,50 @@ def settings_page(request: HttpRequest, membership) -> HttpResponse:
     if not manage:
         for field in form.fields.values():
             field.disabled = True
+    stored, size = responses_summary(organisation_id=organisation.pk)
+    context = {
+        "form": form,
+        "manage": manage,
+        "stored": stored,
+        "stored_size": size,
+        "month": organisation_month(organisation),
+        "warning": organisation.budget_warning_percent,
+    }
+    before = organisation.retention_policy
     if request.method == "POST" and form.is_valid():
+        data = form.service_data()
+        # Turning the policy to "none" deletes what is stored: asked once more.
+        if (
+            before != "none"
+            and data["retention_policy"] == "none"
+            and stored
+            and request.POST.get("confirm_delete") != "yes"
+        ):
+            return render(request, "console/settings.html", {**context, "confirm_none": True})
         try:
             organisation_settings_update(
-                organisation=organisation,
-                actor=Actor.console(membership.user),
-                data=form.service_data(),
+                organisation=organisation, actor=Actor.console(membership.user), data=data
             )
         except ValidationError as exc:
             errors_onto(form, exc)
         else:
             messages.success(request, "Settings saved.")
             return redirect("console:settings")
-    context = {
-        "form": form,
-        "manage": manage,
-        "month": organisation_month(organisation),
-        "warning": organisation.budget_warning_percent,
-    }
     return render(request, "console/settings.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+def stored_delete_page(request: HttpRequest, membership) -> HttpResponse:
+    """Delete every stored response of the organisation, after a confirmation."""
+    organisation = organisation_for_member(membership=membership)
+    if request.method == "POST":
+        deleted = responses_delete_all(
+            organisation=organisation, actor=Actor.console(membership.user)
+        )
+        messages.success(request, f"{deleted} stored responses deleted.")
+        return redirect("console:settings")
+    stored, size = responses_summary(organisation_id=organisation.pk)
+    return render(request, "console/stored_delete.html", {"stored": stored, "stored_size": size})
 
 
 def audit_page(request: HttpRequest, membership) -> HttpResponse:

@@ -2,7 +2,8 @@
 
 Provisions a demo organisation, an admin login and an API key the first
 time (kept in ``.run/demo.json``, readable only by you), starts the simulator
-backend and daphne, and checks backend health on a local timer.
+backend and daphne, and runs the periodic tasks (backend health, the purge of
+expired stored responses) on a local timer.
 """
 
 import json
@@ -23,6 +24,9 @@ from accounts.services import api_key_create, member_ensure, organisation_ensure
 from responses_api.services import backend_ensure, model_ensure
 
 STATE = Path(settings.BASE_DIR) / ".run" / "demo.json"
+# The beat schedule's entries the embedded default runs on its local timer
+# (usage rows need no drain without Redis).
+EMBEDDED_JOBS = ("backend-health", "stored-responses-purge", "health-history-purge")
 
 
 class Command(BaseCommand):
@@ -57,7 +61,7 @@ class Command(BaseCommand):
         ]
         self.print_welcome(base, state)
         stop = threading.Event()
-        threading.Thread(target=self.health_loop, args=(stop,), daemon=True).start()
+        threading.Thread(target=self.timer_loop, args=(stop,), daemon=True).start()
 
         def terminate(*_):
             stop.set()
@@ -113,17 +117,25 @@ class Command(BaseCommand):
             json.dump(state, handle)
         return state
 
-    def health_loop(self, stop: threading.Event) -> None:
-        # Stands in for Celery beat: runs the task the beat schedule names
-        # (it also keeps the console's health history).
-        check_backends = import_string(str(settings.CELERY_BEAT_SCHEDULE["backend-health"]["task"]))
-        stop.wait(2)
-        while not stop.is_set():
-            try:
-                check_backends()
-            except Exception as exc:  # keep the timer alive; report and go on
-                self.stderr.write(f"health check failed: {exc}")
-            stop.wait(15)
+    def timer_loop(self, stop: threading.Event) -> None:
+        # Stands in for Celery beat: runs the tasks the beat schedule names,
+        # each at its interval (the health check also keeps the console's
+        # health history; the purge deletes expired stored responses).
+        schedule = settings.CELERY_BEAT_SCHEDULE
+        jobs = [
+            (import_string(str(schedule[name]["task"])), float(str(schedule[name]["schedule"])))
+            for name in EMBEDDED_JOBS
+        ]
+        due = [time.monotonic() + 2.0] * len(jobs)
+        while not stop.wait(max(0.0, min(due) - time.monotonic())):
+            for index, (task, interval) in enumerate(jobs):
+                if due[index] > time.monotonic():
+                    continue
+                try:
+                    task()
+                except Exception as exc:  # keep the timer alive; report and go on
+                    self.stderr.write(f"{task.name} failed: {exc}")
+                due[index] = time.monotonic() + interval
 
     def print_welcome(self, base: str, state: dict) -> None:
         key, model = state["api_key"], state["model"]
