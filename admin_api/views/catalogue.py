@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.db.models import Q, QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, status
@@ -13,8 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.audit import Actor, audit_record
-from accounts.models import Organisation
+from accounts.audit import audit_record
 from admin_api.errors import service_errors
 from admin_api.serializers.base import DeletedSerializer, deleted
 from admin_api.serializers.catalogue import (
@@ -23,29 +21,15 @@ from admin_api.serializers.catalogue import (
     ModelSerializer,
 )
 from admin_api.views.base import AdminViewSet
+from admin_api.writes import BACKEND_RENAME, backend_service_data, model_write
 from responses_api.backends.health import backend_check
-from responses_api.models import Backend, Deployment, ServedModel
+from responses_api.models import Backend, ServedModel
 from responses_api.services import (
-    MODEL_FIELDS,
     backend_create,
     backend_delete,
     backend_update,
-    deployment_remove,
-    deployment_set,
-    model_create,
     model_delete,
-    model_update,
 )
-
-BACKEND_RENAME = {"upstream_key": "upstream_api_key"}
-
-
-def backend_service_data(validated: dict[str, Any]) -> dict[str, Any]:
-    """The serializer's fields as ``backend_create``/``backend_update`` name them."""
-    data = dict(validated)
-    if "upstream_api_key" in data:
-        data["upstream_key"] = data.pop("upstream_api_key")
-    return data
 
 
 @extend_schema_view(
@@ -125,39 +109,6 @@ class BackendViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, AdminView
             "backend": self.get_serializer(backend).data,
         }
         return Response(body)
-
-
-@transaction.atomic
-def model_write(
-    *,
-    organisation: Organisation,
-    actor: Actor,
-    model: ServedModel | None,
-    data: dict[str, Any],
-) -> ServedModel:
-    """Create or change a model and make its deployments exactly those given
-    (when given), in one transaction: each step is its service function."""
-    fields = {name: value for name, value in data.items() if name in MODEL_FIELDS}
-    deployments = data.get("deployments")
-    if model is None:
-        model = model_create(organisation=organisation, actor=actor, **fields)
-    elif fields:
-        model = model_update(model=model, actor=actor, data=fields)
-    if deployments is not None:
-        wanted = {d["backend_id"].pk: d for d in deployments}
-        for current in Deployment.objects.filter(model=model).select_related("backend"):
-            if current.backend_id not in wanted:
-                deployment_remove(model=model, backend=current.backend, actor=actor)
-            elif current.upstream_name == wanted[current.backend_id]["upstream_name"]:
-                wanted.pop(current.backend_id)
-        for deployment in wanted.values():
-            deployment_set(
-                model=model,
-                backend=deployment["backend_id"],
-                actor=actor,
-                upstream_name=deployment["upstream_name"],
-            )
-    return model
 
 
 @extend_schema_view(
