@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from tests.console.conftest import crew, estates, usage_row  # noqa: F401
+from tests.console.conftest import as_user, crew, estates, usage_row  # noqa: F401
 
 ADMIN = "/api/v1/admin"
 
