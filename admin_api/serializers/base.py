@@ -71,7 +71,7 @@ class StrictDecimalField(serializers.DecimalField):
         kwargs.setdefault("max_digits", 12)
         kwargs.setdefault("decimal_places", 6)
         kwargs.setdefault("coerce_to_string", False)
-        kwargs.setdefault("min_value", Decimal(0))
+        kwargs.setdefault("min_value", 0)
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> Decimal:
