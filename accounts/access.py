@@ -18,6 +18,7 @@ manage members           yes    yes     no        no
 grant/remove owners      yes    no      no        no
 change settings          yes    yes     no        no
 read the audit log       yes    yes     no        no
+manage admin API keys    yes    yes     no        no
 ======================  =====  =====  =========  ======
 
 Platform support staff (superusers, or members of the ``support`` group) may
@@ -33,7 +34,14 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import Http404
 
-from accounts.models import ApiKey, AuditEntry, Invitation, Membership, Organisation
+from accounts.models import (
+    AdminApiKey,
+    ApiKey,
+    AuditEntry,
+    Invitation,
+    Membership,
+    Organisation,
+)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
@@ -59,6 +67,7 @@ CAPABILITIES: dict[str, frozenset[str]] = {
     "owner_manage": frozenset({OWNER}),
     "settings_manage": frozenset({OWNER, ADMIN}),
     "audit_view": frozenset({OWNER, ADMIN}),
+    "admin_key_manage": frozenset({OWNER, ADMIN}),
 }
 
 
@@ -140,6 +149,17 @@ def may_revoke(*, membership: Membership, api_key: ApiKey) -> bool:
     if can(membership, "key_revoke_any"):
         return True
     return can(membership, "key_create") and api_key.created_by_id == membership.user_id
+
+
+def admin_keys_for_member(*, membership: Membership) -> QuerySet[AdminApiKey]:
+    require(membership, "admin_key_manage")
+    return AdminApiKey.objects.filter(organisation_id=membership.organisation_id).select_related(
+        "created_by"
+    )
+
+
+def get_admin_key_for_member(*, membership: Membership, key_id: object) -> AdminApiKey:
+    return object_or_404(admin_keys_for_member(membership=membership), id=uuid_or_404(key_id))
 
 
 # --- Members, invitations, audit, settings -----------------------------------

@@ -107,6 +107,48 @@ class ApiKey(models.Model):
         return "active"
 
 
+class AdminApiKey(models.Model):
+    """A key for the management API (``/api/v1/admin/``), never for inference.
+
+    A kind of its own, not an :class:`ApiKey` with a flag: neither can be
+    mistaken for the other on either API. Stored like an API key, as the
+    SHA-256 of the full key (``accounts.keys``)."""
+
+    class Role(models.TextChoices):
+        ADMIN = "admin", "Admin (read and write)"
+        VIEWER = "viewer", "Viewer (read only)"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="admin_keys"
+    )
+    name = models.CharField(max_length=200)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    prefix = models.CharField(max_length=32)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def status(self) -> str:
+        if self.revoked_at:
+            return "revoked"
+        if self.expires_at and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"
+
+
 class Invitation(models.Model):
     """A one-time invitation to join an organisation, sent to an email address.
 
@@ -166,6 +208,10 @@ class AuditEntry(models.Model):
     )
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    # Set when the change came through the management API.
+    admin_key = models.ForeignKey(
+        AdminApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # The actor's name at the time, kept when the user is deleted.
     actor_name = models.CharField(max_length=200, blank=True, default="")

@@ -175,8 +175,11 @@ def organisation_settings_update(
 
 
 def _require_owner(*, actor: Actor, organisation: Organisation) -> None:
-    """Only owners make, unmake or invite owners. The command line may."""
+    """Only owners make, unmake or invite owners. The command line may; an
+    admin key, whose role is at most ``admin``, may not."""
     if actor.user is None:
+        if actor.admin_key is not None:
+            raise PermissionDenied("Only an owner may grant or remove the owner role.")
         return
     role = (
         Membership.objects.filter(user=actor.user, organisation=organisation)

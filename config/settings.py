@@ -125,9 +125,13 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
     "accounts",
     "responses_api",
     "console",
+    "admin_api",
 ]
 
 MIDDLEWARE = [
@@ -354,3 +358,40 @@ SWITCHYARD_SHUTDOWN_GRACE_SECONDS = env.float("SWITCHYARD_SHUTDOWN_GRACE_SECONDS
 # With Redis, web processes also write the usage rows they queue; false
 # leaves that to the Celery ``drain_usage`` task alone.
 SWITCHYARD_USAGE_DRAIN_IN_WEB = env.bool("SWITCHYARD_USAGE_DRAIN_IN_WEB", default=True)
+
+# --- Management API (admin_api/, /api/v1/admin/) ----------------------------
+# Requests per admin key, e.g. "600/min" (DRF's rate syntax: N/s, N/min,
+# N/hour, N/day), counted in the cache (Redis in production).
+SWITCHYARD_ADMIN_API_RATE = env.str("SWITCHYARD_ADMIN_API_RATE", default="600/min")
+REST_FRAMEWORK = {
+    # Admin keys only: no session, hence no CSRF, on this API.
+    "DEFAULT_AUTHENTICATION_CLASSES": ["admin_api.auth.AdminKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["admin_api.auth.AdminKeyRole"],
+    "DEFAULT_THROTTLE_CLASSES": ["admin_api.auth.AdminKeyThrottle"],
+    "DEFAULT_PAGINATION_CLASS": "admin_api.pagination.CursorList",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "admin_api.errors.exception_handler",
+    # ``format`` is the usage export's own parameter (csv, jsonl).
+    "URL_FORMAT_OVERRIDE": None,
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Switchyard management API",
+    "DESCRIPTION": (
+        "Organisation settings, API keys, backends, models, members, usage and audit, "
+        "for automation. Authenticate with an admin API key: `Authorization: Bearer sy_admin_…`."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SCHEMA_PATH_PREFIX": "/api/v1/admin",
+    "SCHEMA_PATH_PREFIX_TRIM": True,
+    "SERVERS": [{"url": "/api/v1/admin"}],
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Enums stay inline: every resource has its own constant ``object``.
+    "POSTPROCESSING_HOOKS": ["admin_api.schema.add_errors"],
+}

@@ -10,6 +10,8 @@ urlpatterns = [
     # The API itself is routed to its consumer in config/asgi.py, except these two.
     re_path(r"^(?:api/)?v1/openapi\.json$", views.openapi_json),
     re_path(r"^(?:api/)?v1/docs/?$", views.api_docs),
+    # The management API; config/asgi.py routes this prefix to Django.
+    path("api/v1/admin/", include("admin_api.urls")),
     path("admin/", admin.site.urls),
     path("console/", include("console.urls")),
     path("", views.home),

@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.utils import timezone
 
-from accounts.models import Membership, Organisation
+from accounts.models import AdminApiKey, Membership, Organisation
 from accounts.services import SETTINGS_FIELDS
 from console.throttle import login_failure_record, login_lockout, login_success_record
 from responses_api.models import REASONING_LEVELS, Backend, ServedModel
@@ -357,6 +357,21 @@ class MemberAddForm(forms.Form):
 class InviteForm(forms.Form):
     email = forms.EmailField()
     role = forms.ChoiceField(choices=ROLE_CHOICES, initial=Membership.Role.DEVELOPER)
+
+
+class AdminKeyForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="What uses it, e.g. “CI provisioning”.")
+    role = forms.ChoiceField(
+        choices=AdminApiKey.Role.choices,
+        initial=AdminApiKey.Role.VIEWER,
+        help_text="Viewer keys read everything and change nothing.",
+    )
+    expires_at = forms.DateTimeField(
+        required=False,
+        label="Expires",
+        widget=DateTimeLocalInput(),
+        help_text="Empty: never expires. Times are UTC.",
+    )
 
 
 class RoleForm(forms.Form):

@@ -3,6 +3,7 @@ from django.urls import path, reverse_lazy
 
 from console.forms import LoginForm
 from console.views import (
+    admin_keys,
     backends,
     catalogue,
     codex,
@@ -47,6 +48,20 @@ urlpatterns = [
     path("keys/<uuid:key_id>/edit/", member_view()(keys.key_edit), name="key_edit"),
     path("keys/<uuid:key_id>/revoke/", member_view()(keys.key_revoke), name="key_revoke"),
     path("keys/<uuid:key_id>/codex/", member_view()(codex.key_codex), name="key_codex"),
+    # Admin API keys (the management API's)
+    path(
+        "admin-keys/", member_view("admin_key_manage")(admin_keys.admin_key_list), name="admin_keys"
+    ),
+    path(
+        "admin-keys/new/",
+        member_view("admin_key_manage")(admin_keys.admin_key_new),
+        name="admin_key_create",
+    ),
+    path(
+        "admin-keys/<uuid:key_id>/revoke/",
+        member_view("admin_key_manage")(admin_keys.admin_key_revoke_page),
+        name="admin_key_revoke",
+    ),
     # Backends
     path("backends/", member_view()(backends.backend_list), name="backends"),
     path(

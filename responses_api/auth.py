@@ -119,6 +119,8 @@ def cached_caller(raw: str | None) -> Caller | None:
     """The caller for ``raw`` from the cache, or None when the database must
     be asked. Raises the 401 for a malformed key and for a cached refusal, so
     the common case needs no await at all."""
+    # An admin key (sy_admin_…) is for the management API only: here it is
+    # malformed, and refused like any other bad key.
     if not raw or not looks_like_key(raw):
         raise unauthorized()
     key_hash = hash_key(raw)

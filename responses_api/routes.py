@@ -3,7 +3,8 @@
 Every route is served under both prefixes, ``/v1`` and ``/api/v1``. The
 ASGI router (``config/asgi.py``) sends every path under them to the API's
 consumer, except :data:`DJANGO_PATHS` (the schema and docs pages, which are
-Django views); the consumer resolves the rest here.
+Django views) and the management API under :data:`DJANGO_PREFIX` (Django
+REST framework); the consumer resolves the rest here.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ ROUTES: tuple[Route, ...] = (
 
 # Under the API's prefixes but served by Django (``config/urls.py``).
 DJANGO_PATHS = ("/openapi.json", "/docs")
+# The management API (``admin_api``), served by Django under this prefix only.
+DJANGO_PREFIX = "/api/v1/admin"
 
 PREFIX = re.compile(r"^/(?:api/)?v1(?=/|$)")
 _COMPILED = tuple((route, route.pattern()) for route in ROUTES)
@@ -53,7 +56,8 @@ def asgi_pattern() -> str:
     """The path regex (``re_path`` style, no leading slash) of everything the
     API's consumer serves."""
     django = "|".join(re.escape(p.lstrip("/")) + "/?$" for p in DJANGO_PATHS)
-    return rf"^(?:api/)?v1(?:$|/(?!(?:{django})))"
+    management = re.escape(DJANGO_PREFIX.lstrip("/"))
+    return rf"^(?!{management}(?:/|$))(?:api/)?v1(?:$|/(?!(?:{django})))"
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,7 +70,7 @@ DOCS_PAGE = """<!doctype html>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Switchyard API reference</title>
+<title>{title}</title>
 <link rel="stylesheet" href="{css}">
 </head>
 <body>
@@ -82,19 +82,26 @@ DOCS_PAGE = """<!doctype html>
 """
 
 
-def api_docs(request: HttpRequest) -> HttpResponse:
-    """Interactive API reference, rendered in the browser from the vendored Swagger UI."""
+def docs_page(*, schema_url: str, title: str) -> HttpResponse:
+    """An interactive reference of the schema at ``schema_url``, rendered in
+    the browser from the vendored Swagger UI: nothing comes from another host."""
     from django.templatetags.static import static
     from django.utils.html import escape
 
     vendor = "apidocs/swagger-ui-5.35.0/"
     page = DOCS_PAGE.format(
+        title=escape(title),
         css=escape(static(vendor + "swagger-ui.css")),
         bundle=escape(static(vendor + "swagger-ui-bundle.js")),
         init=escape(static("apidocs/init.js")),
-        schema="/api/v1/openapi.json",
+        schema=escape(schema_url),
     )
     return HttpResponse(page)
+
+
+def api_docs(request: HttpRequest) -> HttpResponse:
+    """Interactive API reference, rendered in the browser from the vendored Swagger UI."""
+    return docs_page(schema_url="/api/v1/openapi.json", title="Switchyard API reference")
 
 
 def home(request: HttpRequest) -> HttpResponse:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check the import rules between Switchyard's product modules.
 
-Reads every module under accounts/, responses_api/, console/ and config/
+Reads every module under accounts/, responses_api/, console/, admin_api/ and config/
 (migrations and tests aside) with ``ast``, counting every import: at the top,
 inside functions, under ``if TYPE_CHECKING:``. Relative imports are resolved;
 importing ``a.b.c`` also imports the packages ``a`` and ``a.b`` (their
@@ -10,8 +10,10 @@ importing ``a.b.c`` also imports the packages ``a`` and ``a.b`` (their
 - import cycles: each group of modules that import one another, directly or
   not (a strongly connected component of more than one module);
 - upward imports between the apps, whose order is
-  ``accounts`` <- ``responses_api`` <- ``console`` <- ``config``: an app may
-  import only the apps before it, and none imports ``config``.
+  ``accounts`` <- ``responses_api`` <- ``console`` | ``admin_api`` <- ``config``:
+  an app may import only the apps of the levels before it (``console`` and
+  ``admin_api`` sit side by side and import neither each other), and none
+  imports ``config``.
 
 Usage: ``python scripts/check_imports.py [ROOT]`` (ROOT: the repository,
 by default the one holding this script).
@@ -25,8 +27,11 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-# Lower layers first; a module may import its own layer and those before it.
-LAYERS = ("accounts", "responses_api", "console", "config")
+# Lower levels first; a module may import its own app and the apps of the
+# levels before it. Apps of one level are siblings: neither imports the other.
+LEVELS = (("accounts",), ("responses_api",), ("console", "admin_api"), ("config",))
+LAYERS = tuple(app for level in LEVELS for app in level)
+ORDER = " <- ".join(" | ".join(level) for level in LEVELS)
 SKIPPED_DIRS = {"migrations", "tests", "__pycache__"}
 
 
@@ -173,7 +178,15 @@ def shortest_cycle(start: str, graph: dict[str, set[str]], members: set[str]) ->
 
 
 def layer_of(module: str) -> int:
-    return LAYERS.index(module.split(".")[0])
+    app = module.split(".")[0]
+    return next(i for i, level in enumerate(LEVELS) if app in level)
+
+
+def _upward(importer: str, imported: str) -> bool:
+    """Into a higher level, or into a sibling app of the same level."""
+    mine, theirs = layer_of(importer), layer_of(imported)
+    sibling = mine == theirs and importer.split(".")[0] != imported.split(".")[0]
+    return theirs > mine or sibling
 
 
 def check(root: Path) -> list[str]:
@@ -207,13 +220,13 @@ def check(root: Path) -> list[str]:
         {
             (f.path, f.line, f.importer, f.imported)
             for f in imports
-            if f.named and layer_of(f.imported) > layer_of(f.importer)
+            if f.named and _upward(f.importer, f.imported)
         }
     )
     if upward:
         problems.append(
-            f"Upward imports ({len(upward)}; the order is {' <- '.join(LAYERS)}, and an app "
-            "imports only those before it):"
+            f"Upward imports ({len(upward)}; the order is {ORDER}, and an app "
+            "imports only those of the levels before it):"
         )
     problems += [
         f"  {path}:{line}: {importer} imports {imported}"

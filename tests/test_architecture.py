@@ -1,6 +1,7 @@
 """The import rules of scripts/check_imports.py: no cycles among product
 modules, and apps import only the apps below them
-(accounts <- responses_api <- console <- config)."""
+(accounts <- responses_api <- console | admin_api <- config; console and
+admin_api side by side, importing neither each other)."""
 
 from __future__ import annotations
 
@@ -118,3 +119,21 @@ def test_upward_imports_and_imports_of_config_are_reported(tmp_path):
 def test_migrations_are_not_read(tmp_path):
     write_tree(tmp_path, {"accounts/migrations/0001_initial.py": "import console\n"})
     assert check_imports.check(tmp_path) == []
+
+
+def test_the_management_api_imports_the_lower_apps_but_not_its_sibling(tmp_path):
+    write_tree(
+        tmp_path,
+        {
+            "admin_api/views.py": "from accounts import models\nfrom responses_api import x\n",
+            "admin_api/bad.py": "from console import forms\n",
+            "console/bad.py": "import admin_api.views\n",
+            "responses_api/x.py": "",
+            "accounts/models.py": "",
+            "console/forms.py": "",
+        },
+    )
+    assert check_imports.check(tmp_path)[1:] == [
+        "  admin_api/bad.py:1: admin_api.bad imports console.forms",
+        "  console/bad.py:1: console.bad imports admin_api.views",
+    ]

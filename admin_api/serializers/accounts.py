@@ -1,0 +1,134 @@
+"""Organisation settings, API keys, members, invitations, the audit log and
+admin keys, as the management API shows and takes them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from accounts.models import AdminApiKey, AuditEntry, Membership, Organisation
+from admin_api.serializers.base import (
+    ObjectTypeField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictEmailField,
+    StrictIntegerField,
+    StrictSerializer,
+)
+from responses_api.models import ServedModel
+
+
+def _limit(**kwargs: Any) -> StrictIntegerField:
+    return StrictIntegerField(min_value=1, allow_null=True, required=False, **kwargs)
+
+
+class OrganisationSerializer(StrictSerializer):
+    id = serializers.CharField(source="slug", read_only=True)
+    object = ObjectTypeField("organisation")
+    slug = serializers.CharField(read_only=True)
+    name = StrictCharField(max_length=200, required=False)
+    retention_policy = StrictChoiceField(choices=Organisation.Retention.choices, required=False)
+    store_ttl_hours = StrictIntegerField(min_value=1, required=False)
+    usage_retention_days = StrictIntegerField(min_value=1, required=False)
+    default_rpm = _limit()
+    default_tpm = _limit()
+    default_concurrency = _limit()
+    created_at = serializers.DateTimeField(read_only=True)
+
+
+class ApiKeySerializer(StrictSerializer):
+    id = serializers.UUIDField(read_only=True)
+    object = ObjectTypeField("api_key")
+    name = StrictCharField(max_length=200)
+    prefix = serializers.CharField(read_only=True)
+    status = serializers.ChoiceField(choices=["active", "expired", "revoked"], read_only=True)
+    allowed_models = serializers.ListField(
+        child=StrictCharField(max_length=200), required=False, max_length=1000
+    )
+    rpm = _limit()
+    tpm = _limit()
+    concurrency = _limit()
+    expires_at = serializers.DateTimeField(allow_null=True, required=False)
+    created_at = serializers.DateTimeField(read_only=True)
+    created_by = serializers.CharField(
+        source="created_by.username", read_only=True, allow_null=True
+    )
+    last_used_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    revoked_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+    def validate_allowed_models(self, value: list[str]) -> list[str]:
+        organisation = self.context["organisation"]
+        known = set(
+            ServedModel.objects.filter(organisation=organisation).values_list(
+                "public_id", flat=True
+            )
+        )
+        unknown = [name for name in value if name not in known]
+        if unknown:
+            raise serializers.ValidationError(
+                f"No model “{unknown[0]}” in this organisation (use model ids, not aliases)."
+            )
+        return value
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    key = serializers.CharField(
+        read_only=True, help_text="The full key: in this answer only, never shown again."
+    )
+
+
+class MemberSerializer(StrictSerializer):
+    id = serializers.UUIDField(source="public_id", read_only=True)
+    object = ObjectTypeField("member")
+    username = serializers.CharField(source="user.username", read_only=True)
+    email = serializers.CharField(source="user.email", read_only=True)
+    role = StrictChoiceField(choices=Membership.Role.choices)
+    created_at = serializers.DateTimeField(read_only=True)
+
+
+class InvitationSerializer(StrictSerializer):
+    id = serializers.UUIDField(read_only=True)
+    object = ObjectTypeField("invitation")
+    email = StrictEmailField(max_length=254)
+    role = StrictChoiceField(choices=Membership.Role.choices, required=False)
+    status = serializers.ChoiceField(
+        choices=["pending", "accepted", "revoked", "expired"], read_only=True
+    )
+    invited_by = serializers.CharField(
+        source="invited_by.username", read_only=True, allow_null=True
+    )
+    created_at = serializers.DateTimeField(read_only=True)
+    expires_at = serializers.DateTimeField(read_only=True)
+
+
+class InvitationCreatedSerializer(InvitationSerializer):
+    url = serializers.CharField(
+        read_only=True, help_text="The one-time link to send to the invited person."
+    )
+
+
+class AuditEntrySerializer(serializers.Serializer):
+    id = serializers.CharField(read_only=True)
+    object = ObjectTypeField("audit_entry")
+    created_at = serializers.DateTimeField(read_only=True)
+    actor = serializers.CharField(source="actor_name", read_only=True)
+    admin_key_id = serializers.UUIDField(read_only=True, allow_null=True)
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field, not Field.source
+        choices=AuditEntry.Source.choices, read_only=True
+    )
+    action = serializers.CharField(read_only=True)
+    target = serializers.CharField(read_only=True)
+    details = serializers.DictField(read_only=True)
+
+
+class AdminApiKeySerializer(serializers.Serializer):
+    id = serializers.UUIDField(read_only=True)
+    object = ObjectTypeField("admin_api_key")
+    name = serializers.CharField(read_only=True)
+    prefix = serializers.CharField(read_only=True)
+    role = serializers.ChoiceField(choices=AdminApiKey.Role.choices, read_only=True)
+    organisation = serializers.CharField(source="organisation.slug", read_only=True)
+    created_at = serializers.DateTimeField(read_only=True)
+    expires_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    last_used_at = serializers.DateTimeField(read_only=True, allow_null=True)
