@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('accounts', '0003_audit_source'),
+        ('accounts', '0004_spend_limits'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

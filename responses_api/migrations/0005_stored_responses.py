@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0003_audit_source'),
-        ('responses_api', '0003_model_check'),
+        ('responses_api', '0004_usage_sessions'),
     ]
 
     operations = [
