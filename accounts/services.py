@@ -26,6 +26,14 @@ from accounts.keys import generate_key, hash_key, visible_prefix
 from accounts.limits import SPEND_FIELDS, audit_value, spend_limit_clean
 from accounts.models import ApiKey, AuditEntry, Invitation, Membership, Organisation
 from accounts.signals import api_key_changed, organisation_settings_changed
+from accounts.validation import (
+    account_for_email,
+    count_field,
+    email_field,
+    refuse_unknown,
+    role_field,
+    text_field,
+)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -33,51 +41,6 @@ if TYPE_CHECKING:
 INVITE_SALT = "switchyard.console.invitation"
 INVITE_DAYS = 7
 OWNER = Membership.Role.OWNER
-
-
-# --- Validation helpers --------------------------------------------------------
-
-
-def _text(value: object, *, field: str, message: str, max_length: int = 200) -> str:
-    text = value.strip() if isinstance(value, str) else ""
-    if not text:
-        raise ValidationError({field: message})
-    if len(text) > max_length:
-        raise ValidationError({field: f"At most {max_length} characters."})
-    return text
-
-
-def _count(value: object, *, field: str, optional: bool = True) -> int | None:
-    """A positive integer (limits, hours, days); None when optional."""
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValidationError({field: "Ensure this value is greater than or equal to 1."})
-    return value
-
-
-def _role(value: object) -> str:
-    if value not in Membership.Role.values:
-        raise ValidationError({"role": f"Pick one of: {', '.join(Membership.Role.values)}."})
-    return str(value)
-
-
-def _email(value: object) -> str:
-    return _text(value, field="email", message="Give an email address.", max_length=254).lower()
-
-
-def _has_account(email: str) -> User | None:
-    User = get_user_model()
-    return (
-        User.objects.filter(email__iexact=email).first()
-        or User.objects.filter(username__iexact=email).first()
-    )
-
-
-def _unknown_fields(data: Mapping[str, object], allowed: Iterable[str]) -> None:
-    unknown = sorted(set(data) - set(allowed))
-    if unknown:
-        raise ValidationError({name: "This field cannot be changed." for name in unknown})
 
 
 # --- Organisations ---------------------------------------------------------------
@@ -122,11 +85,11 @@ SETTINGS_FIELDS = (
 
 
 def _settings_clean(data: Mapping[str, object]) -> dict[str, object]:
-    _unknown_fields(data, SETTINGS_FIELDS)
+    refuse_unknown(data, SETTINGS_FIELDS)
     clean: dict[str, object] = {}
     for field, value in data.items():
         if field == "name":
-            clean[field] = _text(value, field=field, message="The organisation needs a name.")
+            clean[field] = text_field(value, field=field, message="The organisation needs a name.")
         elif field == "retention_policy":
             if value not in Organisation.Retention.values:
                 raise ValidationError({field: "Pick one of the retention policies."})
@@ -135,7 +98,7 @@ def _settings_clean(data: Mapping[str, object]) -> dict[str, object]:
             clean[field] = spend_limit_clean(field, value)
         else:
             optional = field.startswith("default_")
-            clean[field] = _count(value, field=field, optional=optional)
+            clean[field] = count_field(value, field=field, optional=optional)
     return clean
 
 
@@ -215,8 +178,8 @@ def member_ensure(
     needed; idempotent, for provisioning.
 
     Returns the membership and whether the user was created."""
-    email = _email(email)
-    role = _role(role)
+    email = email_field(email)
+    role = role_field(role)
     User = get_user_model()
     user, user_created = User.objects.get_or_create(username=email, defaults={"email": email})
     if password:
@@ -255,11 +218,11 @@ def member_ensure(
 @transaction.atomic
 def member_add(*, organisation: Organisation, actor: Actor, email: str, role: str) -> Membership:
     """Add a person who already has an account to the organisation."""
-    email = _email(email)
-    role = _role(role)
+    email = email_field(email)
+    role = role_field(role)
     if role == OWNER:
         _require_owner(actor=actor, organisation=organisation)
-    user = _has_account(email)
+    user = account_for_email(email)
     if user is None:
         raise ValidationError({"email": f"No account uses {email}. Send an invitation instead."})
     if Membership.objects.filter(user=user, organisation=organisation).exists():
@@ -278,7 +241,7 @@ def member_add(*, organisation: Organisation, actor: Actor, email: str, role: st
 @transaction.atomic
 def member_role_set(*, member: Membership, actor: Actor, role: str) -> Membership:
     """Give a member another role; the organisation always keeps an owner."""
-    role = _role(role)
+    role = role_field(role)
     organisation = member.organisation
     if OWNER in (role, member.role):
         _require_owner(actor=actor, organisation=organisation)
@@ -351,8 +314,8 @@ def invitation_create(
     answer would tell the inviting admin about accounts in other
     organisations. The link's page asks a newcomer to choose a password and
     someone with an account to sign in with it (``invitation_join``)."""
-    email = _email(email)
-    role = _role(role)
+    email = email_field(email)
+    role = role_field(role)
     if role == OWNER:
         _require_owner(actor=actor, organisation=organisation)
     invitation = Invitation.objects.create(
@@ -434,7 +397,7 @@ def _invitation_spent(
 
 def invitation_account(*, invitation: Invitation) -> User | None:
     """The existing account the invitation's address belongs to, if any."""
-    return _has_account(invitation.email)
+    return account_for_email(invitation.email)
 
 
 @transaction.atomic
@@ -449,7 +412,7 @@ def invitation_join(
     invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
     if invitation.status != "pending":
         raise ValidationError("This invitation has already been used or has expired.")
-    account = _has_account(invitation.email)
+    account = account_for_email(invitation.email)
     if account is None or account.pk != user.pk:
         raise ValidationError(f"This invitation is for {invitation.email}.")
     membership, created = Membership.objects.get_or_create(
@@ -474,11 +437,11 @@ KEY_FIELDS = (
 
 
 def _key_clean(data: Mapping[str, object]) -> dict[str, Any]:
-    _unknown_fields(data, KEY_FIELDS)
+    refuse_unknown(data, KEY_FIELDS)
     clean: dict[str, Any] = {}
     for field, value in data.items():
         if field == "name":
-            clean[field] = _text(value, field=field, message="Give the key a name.")
+            clean[field] = text_field(value, field=field, message="Give the key a name.")
         elif field == "allowed_models":
             if isinstance(value, str) or not isinstance(value, Iterable):
                 raise ValidationError({field: "A list of model ids."})
@@ -495,7 +458,7 @@ def _key_clean(data: Mapping[str, object]) -> dict[str, Any]:
         elif field.startswith("monthly_"):
             clean[field] = spend_limit_clean(field, value)
         else:
-            clean[field] = _count(value, field=field)
+            clean[field] = count_field(value, field=field)
     return clean
 
 

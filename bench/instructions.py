@@ -10,7 +10,9 @@ process under ``valgrind --tool=callgrind`` with instrumentation off, warms
 it up, then counts the instructions of N non-streaming requests, of M
 200-token streams and of a few 200-token streams paced at 50 tokens/s (one
 backend read per token), at concurrency 1, per thread: thread 1 is the event loop
-(the request path), thread 2 the usage writer. It compares code versions;
+(the request path), thread 2 the usage writer; ``nonstream_store`` repeats the
+non-streaming requests in an organisation that stores responses (their writes
+have a thread of their own). It compares code versions;
 it is not a time: an instruction of C costs less than one of Python's
 interpreter, and system calls are not counted. Needs valgrind (Debian's
 ``valgrind`` package).
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -81,7 +84,9 @@ async def count(target: Target, pid: int, scenario: Scenario) -> list[float]:
     return [n / scenario.requests for n in per_thread(report)]
 
 
-async def measure(args, env: dict[str, str], key: str, logs: Path) -> dict[str, list[float]]:
+async def measure(
+    args, env: dict[str, str], key: str, logs: Path, store_key: str | None = None
+) -> dict[str, list[float]]:
     """One gateway under callgrind: its counts per request, by scenario."""
     port = free_port()
     gateway = start(
@@ -107,14 +112,20 @@ async def measure(args, env: dict[str, str], key: str, logs: Path) -> dict[str, 
             gateway,
         )
         out = {}
+        stored = dataclasses.replace(
+            target, headers=f"authorization: Bearer {store_key}\r\n".encode()
+        )
         for name, scenario in (
             ("nonstream", Scenario("nonstream", "", False, 16, 1, args.requests)),
+            ("nonstream_store", Scenario("nonstream_store", "", False, 16, 1, args.stored)),
             ("stream200", Scenario("stream200", "", True, 200, 1, args.streams)),
             ("paced50", Scenario("paced50", "", True, 200, 1, args.paced, rate=50)),
         ):
             if not scenario.requests:
                 continue
-            threads = await count(target, gateway.pid, scenario)
+            threads = await count(
+                stored if name == "nonstream_store" else target, gateway.pid, scenario
+            )
             out[name] = threads
             shown = ", ".join(f"thread {i + 1}: {n / 1e6:.3f} M" for i, n in enumerate(threads))
             print(f"{name}: instructions per request: {shown}", flush=True)
@@ -157,13 +168,22 @@ async def main_async(args) -> dict:
     backend = start_fake_backend(env, logs)
     try:
         key = provision(env, f"http://127.0.0.1:{backend.port}/v1")
+        store_key = provision(
+            env,
+            f"http://127.0.0.1:{backend.port}/v1",
+            "bench-store",
+            "--retention",
+            "store",
+            "--store-ttl-hours",
+            "1",
+        )
         if not args.server_patches:
-            return await measure(args, env, key, logs)
+            return await measure(args, env, key, logs, store_key)
         results = {}
         for spec in args.server_patches:
             print(f"SWITCHYARD_SERVER_PATCHES={spec}", flush=True)
             results[spec] = await measure(
-                args, {**env, "SWITCHYARD_SERVER_PATCHES": spec}, key, logs
+                args, {**env, "SWITCHYARD_SERVER_PATCHES": spec}, key, logs, store_key
             )
         print(patch_table(results))
         return results
@@ -174,6 +194,9 @@ async def main_async(args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=100, help="non-streaming requests")
+    parser.add_argument(
+        "--stored", type=int, default=100, help="non-streaming requests in a store organisation"
+    )
     parser.add_argument("--streams", type=int, default=20, help="200-token streams")
     parser.add_argument(
         "--paced", type=int, default=3, help="200-token streams at 50 tokens/s (a read per token)"
