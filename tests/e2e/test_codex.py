@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -133,3 +134,33 @@ def test_codex_edits_a_file_through_apply_patch(codex):
     assert result.returncode == 0, result.stderr[-3000:]
     assert target.read_text() == "first line\nnew line\nlast line\n"
     assert "Tool result:" in result.stdout and "notes.txt" in result.stdout, result.stdout
+
+
+def test_codex_stops_at_a_spent_quota_without_retrying(codex, api_server):
+    from openai import OpenAI
+
+    from accounts.models import ApiKey
+    from accounts.services import api_key_update
+
+    key = ApiKey.objects.get(organisation=codex.tenant.organisation, name="acme key")
+    api_key_update(api_key=key, actor=_cli(), data={"monthly_tokens": 10})
+    client = OpenAI(base_url=api_server.url + "/v1", api_key=codex.tenant.key, max_retries=0)
+    client.responses.create(model="sim-model", input="[[tokens:20]] spend the quota")
+    wait_rows(1, organisation=codex.tenant.organisation)
+    result = codex("Say hi. [[text:hi]]")
+    assert result.returncode != 0
+    # Codex reads the 429's code `insufficient_quota` as a quota error: it says
+    # so and does not retry (one 429 row beside the request that spent it).
+    shown = result.stdout + result.stderr
+    assert "Quota exceeded" in shown, shown[-3000:]
+    time.sleep(1.0)
+    rows = wait_rows(2, organisation=codex.tenant.organisation)
+    assert sorted(row.status for row in rows) == [200, 429]
+    refused = next(row for row in rows if row.status == 429)
+    assert refused.error_code == "insufficient_quota"
+
+
+def _cli():
+    from accounts.audit import CLI
+
+    return CLI
