@@ -134,6 +134,22 @@ def _insert(row: tuple[Any, ...], items: list[tuple[int, str, str]]) -> None:
         with connection.cursor() as cursor:
             cursor.execute(sql[2], (*values, row[1], [item_id for _, _, item_id in items]))
         return
+    if connection.vendor == "sqlite" and not connection.in_atomic_block:
+        # The DB-API connection itself, with ``?`` placeholders: Django's
+        # SQLite cursor rewrites ``%s`` with a regular expression on every
+        # statement, a third of this write's instructions.
+        connection.ensure_connection()
+        raw = connection.connection
+        raw.execute("BEGIN IMMEDIATE")
+        try:
+            raw.execute(sql[0], values)
+            if items:
+                raw.executemany(sql[1], items)
+        except BaseException:
+            raw.execute("ROLLBACK")
+            raise
+        raw.execute("COMMIT")
+        return
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute(sql[0], values)
         if items:
@@ -150,7 +166,9 @@ def _statements(connection: Any) -> tuple[str, str, str]:
         return ", ".join(quote(model._meta.get_field(f).column) for f in fields)
 
     responses, items = (quote(m._meta.db_table) for m in (StoredResponse, StoredItem))
-    marks = ", ".join(["%s"] * len(_RESPONSE_FIELDS))
+    # SQLite's statements are run on the DB-API connection (``_insert``).
+    mark = "?" if connection.vendor == "sqlite" else "%s"
+    marks = ", ".join([mark] * len(_RESPONSE_FIELDS))
     response = f"INSERT INTO {responses} ({columns(StoredResponse, _RESPONSE_FIELDS)}) "
     item_columns = columns(StoredItem, ("organisation", "response", "item_id"))
     both = (
@@ -160,7 +178,7 @@ def _statements(connection: Any) -> tuple[str, str, str]:
     )
     return (
         f"{response}VALUES ({marks})",
-        f"INSERT INTO {items} ({item_columns}) VALUES (%s, %s, %s)",
+        f"INSERT INTO {items} ({item_columns}) VALUES ({mark}, {mark}, {mark})",
         both,
     )
 
