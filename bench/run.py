@@ -496,14 +496,16 @@ def _memory(pids: list[int]) -> dict[str, float]:
 METRICS_TOKEN = "bench-metrics-token"
 
 
-def loop_lag(gateway) -> dict[float, float] | None:
-    """The cumulative buckets of ``switchyard_event_loop_lag_seconds``,
+def loop_lag(gateway) -> dict | None:
+    """The cumulative buckets of ``switchyard_event_loop_lag_seconds`` and
+    the collector's pause totals by generation (``switchyard_gc_pause_seconds``),
     summed over the web processes (each scraped on its own port)."""
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    total: dict[float, float] = {}
+    lag: dict[float, float] = {}
+    gc: dict[str, list[float]] = {}
     for server in gateway.web:
         request = urllib.request.Request(
             f"http://127.0.0.1:{server.port}/metrics",
@@ -515,20 +517,25 @@ def loop_lag(gateway) -> dict[float, float] | None:
         except OSError:
             return None
         for family in text_string_to_metric_families(text):
-            if family.name != "switchyard_event_loop_lag_seconds":
-                continue
             for sample in family.samples:
-                if sample.name.endswith("_bucket"):
+                if sample.name == "switchyard_event_loop_lag_seconds_bucket":
                     bound = float(sample.labels["le"])
-                    total[bound] = total.get(bound, 0.0) + sample.value
-    return total or None
+                    lag[bound] = lag.get(bound, 0.0) + sample.value
+                elif sample.name in (
+                    "switchyard_gc_pause_seconds_sum",
+                    "switchyard_gc_pause_seconds_count",
+                ):
+                    totals = gc.setdefault(sample.labels["generation"], [0.0, 0.0])
+                    totals[sample.name.endswith("_count")] += sample.value
+    return {"lag": lag, "gc": gc} if lag else None
 
 
-def lag_summary(before: dict[float, float], after: dict[float, float]) -> dict:
+def lag_summary(before: dict, after: dict) -> dict:
     """The loop lag during one run: its histogram (ticks per bucket) and the
-    p99 as the upper bound of the bucket holding it."""
-    bounds = sorted(after)
-    cumulative = [after[b] - before.get(b, 0.0) for b in bounds]
+    p99 as the upper bound of the bucket holding it; and the time the cyclic
+    collector held the loop, by generation."""
+    bounds = sorted(after["lag"])
+    cumulative = [after["lag"][b] - before["lag"].get(b, 0.0) for b in bounds]
     count = cumulative[-1] if cumulative else 0.0
     if not count:
         return {}
@@ -537,10 +544,15 @@ def lag_summary(before: dict[float, float], after: dict[float, float]) -> dict:
     for bound, c in zip(bounds, cumulative, strict=True):
         counts["+Inf" if bound == float("inf") else f"{bound * 1000:g}"] = int(c - previous)
         previous = c
+    gc = {}
+    for generation, (total, n) in sorted(after["gc"].items()):
+        was = before["gc"].get(generation, [0.0, 0.0])
+        gc[generation] = {"ms": round((total - was[0]) * 1000, 2), "collections": int(n - was[1])}
     return {
         "loop_lag_p99_ms": None if p99 == float("inf") else round(p99 * 1000, 3),
         "loop_lag_ticks": int(count),
         "loop_lag_histogram_ms": counts,
+        "gc_pauses": gc,
     }
 
 
@@ -1076,7 +1088,13 @@ def markdown(report: dict) -> str:
         histogram = (scenario.get("switchyard") or {}).get("loop_lag_histogram_ms")
         if histogram:
             shown = ", ".join(f"≤{b}: {n}" for b, n in histogram.items() if n)
-            lines.append(f"- event-loop lag ticks (ms) in {name}: {shown}")
+            gc = (scenario.get("switchyard") or {}).get("gc_pauses") or {}
+            pauses = ", ".join(
+                f"gen {g} {v['collections']}× {v['ms']} ms"
+                for g, v in gc.items()
+                if v["collections"]
+            )
+            lines.append(f"- event-loop lag ticks (ms) in {name}: {shown}; collections: {pauses}")
     memory = report["gateway_memory_after_run"]
     lines.append(
         f"- gateway memory after the run: RSS {memory['rss_mb']} MB, "
