@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -181,20 +181,3 @@ def rollups_add(rows: list[dict[str, Any]]) -> None:
     _hourly(hours, connection)
     _daily(days_of(hours), connection)
 
-
-ROLLUP_DAYS = 400
-
-
-def rollups_purge(*, now: datetime, batch: int = 5000) -> int:
-    """Delete cells older than :data:`ROLLUP_DAYS`, a bounded batch at a time."""
-    cutoff = now - timedelta(days=ROLLUP_DAYS)
-    deleted = 0
-    for model in (UsageHourly, UsageDaily):
-        while True:
-            ids = list(
-                model.objects.filter(bucket_start__lt=cutoff).values_list("id", flat=True)[:batch]
-            )
-            if not ids:
-                break
-            deleted += model.objects.filter(id__in=ids).delete()[0]
-    return deleted

@@ -16,3 +16,12 @@ def drain_usage() -> int:
     from responses_api.usage import drain_redis, redis_client
 
     return drain_redis(redis_client(), consumer="celery")
+
+
+@shared_task
+def purge_usage() -> dict[str, int]:
+    """Usage rows past each organisation's retention, roll-ups past 400 days."""
+    from responses_api.retention import usage_purge
+
+    purged = usage_purge()
+    return {"rows": purged.rows, "cells": purged.cells}

@@ -58,6 +58,7 @@ class Command(BaseCommand):
         self.print_welcome(base, state)
         stop = threading.Event()
         threading.Thread(target=self.health_loop, args=(stop,), daemon=True).start()
+        threading.Thread(target=self.purge_loop, args=(stop,), daemon=True).start()
 
         def terminate(*_):
             stop.set()
@@ -124,6 +125,18 @@ class Command(BaseCommand):
             except Exception as exc:  # keep the timer alive; report and go on
                 self.stderr.write(f"health check failed: {exc}")
             stop.wait(15)
+
+    def purge_loop(self, stop: threading.Event) -> None:
+        # Stands in for Celery beat's hourly usage purge (retention).
+        entry = settings.CELERY_BEAT_SCHEDULE["usage-purge"]
+        purge = import_string(str(entry["task"]))
+        stop.wait(30)
+        while not stop.is_set():
+            try:
+                purge()
+            except Exception as exc:  # keep the timer alive; report and go on
+                self.stderr.write(f"usage purge failed: {exc}")
+            stop.wait(float(entry["schedule"]))
 
     def print_welcome(self, base: str, state: dict) -> None:
         key, model = state["api_key"], state["model"]
