@@ -13,6 +13,7 @@ summary share them.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 
 # Upper edges in ms of every bucket but the last: bucket 0 is [0, 1),
@@ -42,17 +43,29 @@ def bucket_bounds(index: int) -> tuple[float, float | None]:
 
 
 def quantile(counts: Sequence[int], fraction: float) -> float | None:
-    """The ``fraction`` quantile of the values counted, interpolated linearly
-    inside the bucket that holds it (the last, open bucket gives its lower
-    edge). None when nothing was counted."""
+    """The ``fraction`` quantile of the values counted, as ``percentile_cont``
+    computes it (interpolating between the values at the ranks either side),
+    each value placed evenly inside its bucket. So the answer is off by at
+    most the width of the bucket(s) holding those ranks. The last, open
+    bucket places its values at its lower edge. None when nothing was
+    counted."""
     total = sum(counts)
     if total <= 0:
         return None
-    # The rank percentile_cont uses: between the first (0) and last (total-1) value.
     rank = fraction * (total - 1)
+    below = math.floor(rank)
+    low_value = _value_at(counts, below)
+    if rank == below:
+        return low_value
+    return low_value + (_value_at(counts, below + 1) - low_value) * (rank - below)
+
+
+def _value_at(counts: Sequence[int], rank: int) -> float:
+    """Where the ``rank``-th smallest value (from 0) sits, spreading each
+    bucket's values evenly over it."""
     seen = 0
     for index, count in enumerate(counts):
-        if count and rank < seen + count:
+        if rank < seen + count:
             low, high = bucket_bounds(index)
             if high is None:
                 return low

@@ -174,10 +174,13 @@ _daily = _Upsert(UsageDaily)
 def rollups_add(rows: list[dict[str, Any]]) -> None:
     """Add inserted usage rows to their hourly and daily cells. Call it in
     the transaction that inserted them."""
-    if not rows:
-        return
+    if rows:
+        rollups_add_cells(cells_of(rows))
+
+
+def rollups_add_cells(hours: dict[Cell, list[int]]) -> None:
+    """Add hourly cells (from :func:`cells_of`) and the days they make up."""
     connection = connections[DEFAULT_DB_ALIAS]
-    hours = cells_of(rows)
     _hourly(hours, connection)
     _daily(days_of(hours), connection)
 
