@@ -85,8 +85,8 @@ def _ensure_database(database_url: str) -> None:
 
 
 def provision() -> dict:
-    from accounts.services import api_key_create, member_ensure, organisation_ensure
     from accounts.models import ApiKey
+    from accounts.services import api_key_create, member_ensure, organisation_ensure
     from responses_api.models import Backend
     from responses_api.services import backend_ensure, model_ensure
 
@@ -223,12 +223,38 @@ def _rows(n: int, orgs: dict, seed: int = 16):
             yield line, rollup
 
 
-COPY_COLUMNS = (
-    "request_id organisation_id api_key_id key_prefix model backend_id backend_name endpoint "
-    "method stream status error_code error_message note notices input_tokens cached_tokens "
-    "output_tokens reasoning_tokens cost attempts queue_wait_ms ttft_ms duration_ms "
-    "tokens_per_second client_ip user_agent is_check created_at finished_at"
-).split()
+COPY_COLUMNS = [
+    "request_id",
+    "organisation_id",
+    "api_key_id",
+    "key_prefix",
+    "model",
+    "backend_id",
+    "backend_name",
+    "endpoint",
+    "method",
+    "stream",
+    "status",
+    "error_code",
+    "error_message",
+    "note",
+    "notices",
+    "input_tokens",
+    "cached_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cost",
+    "attempts",
+    "queue_wait_ms",
+    "ttft_ms",
+    "duration_ms",
+    "tokens_per_second",
+    "client_ip",
+    "user_agent",
+    "is_check",
+    "created_at",
+    "finished_at",
+]
 
 
 def seed(n: int, orgs: dict) -> dict[str, float]:
@@ -240,7 +266,9 @@ def seed(n: int, orgs: dict) -> dict[str, float]:
     table = UsageLog._meta.db_table
     timings: dict[str, float] = {}
     with connection.cursor() as cursor:
-        cursor.execute(f"TRUNCATE {table}, {UsageHourly._meta.db_table}, {UsageDaily._meta.db_table}")
+        cursor.execute(
+            f"TRUNCATE {table}, {UsageHourly._meta.db_table}, {UsageDaily._meta.db_table}"
+        )
         cursor.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s "
             "AND indexname NOT LIKE %s",
@@ -379,7 +407,9 @@ def time_pages(base: str, cookie: str, orgs: dict, repeat: int) -> list[tuple[st
         ("key + status 499 + 7 days", {"key": str(key.id), "status": "499", "range": "7d"}),
     )
     for label, params in filters:
-        rows.append((f"usage log, first page, {label}", _median_ms(page("/console/usage/", params), repeat)))
+        rows.append(
+            (f"usage log, first page, {label}", _median_ms(page("/console/usage/", params), repeat))
+        )
     older_cursor: dict = {}
     for label, params in (("no filter", {}), ("status 499", {"status": "499"})):
         first = client.get("/console/usage/", params=params)
@@ -388,10 +418,14 @@ def time_pages(base: str, cookie: str, orgs: dict, repeat: int) -> list[tuple[st
         cursor = text[text.index(marker) + len(marker) :].split('"')[0]
         older = {**params, "before": cursor}
         older_cursor[label] = older
-        rows.append((f"usage log, next page, {label}", _median_ms(page("/console/usage/", older), repeat)))
+        rows.append(
+            (f"usage log, next page, {label}", _median_ms(page("/console/usage/", older), repeat))
+        )
     second = client.get("/console/usage/", params=older_cursor["no filter"]).text
     newer = second[second.index("after=") + len("after=") :].split('"')[0]
-    rows.append(("usage log, newer page", _median_ms(page("/console/usage/", {"after": newer}), repeat)))
+    rows.append(
+        ("usage log, newer page", _median_ms(page("/console/usage/", {"after": newer}), repeat))
+    )
     request_id = (
         UsageLog.objects.filter(organisation=main["org"], status=499)
         .order_by("-created_at")
@@ -425,7 +459,16 @@ def _start_daphne(database_url: str) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "DATABASE_URL": database_url}
     env.pop("REDIS_URL", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "config.serve", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+        [
+            sys.executable,
+            "-m",
+            "config.serve",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "config.asgi:application",
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -485,7 +528,8 @@ def main() -> None:
         lines += [
             "",
             f"Seeding: COPY {timings['copy_s']:.0f} s, indexes {timings['index_s']:.0f} s, "
-            f"roll-ups {timings['rollups_s']:.0f} s ({int(timings['rollup_cells']):,} hourly cells).",
+            f"roll-ups {timings['rollups_s']:.0f} s "
+            f"({int(timings['rollup_cells']):,} hourly cells).",
         ]
     text = "\n".join(lines)
     print(text)

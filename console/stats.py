@@ -1,9 +1,11 @@
 """Dashboard numbers, read from the usage roll-ups (``responses_api/rollups.py``).
 
 The roll-ups are kept per hour and per UTC day as rows are written, so a
-view costs the same however large the log is: 24 hours and 7 days read the
-hourly cells, 30 days the daily ones. Percentiles of time to first token come
-from the cells' fixed-edge histograms, exact to within a bucket's width.
+view costs the same however large the log is: the 24-hour and 7-day charts
+read hourly cells, the 30-day chart daily ones, and the totals and tables
+the daily cells of whole days plus the hourly cells around them.
+Percentiles of time to first token come from the cells' fixed-edge
+histograms, exact to within a bucket's width.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from django.utils import timezone
 
 from accounts.models import ApiKey
 from responses_api.models import NO_ID
-from responses_api.usage_summary import Sums, rollup_sums
+from responses_api.usage_summary import Sums, rollup_sums, span_sums
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,15 +105,16 @@ def dashboard_build(
     else:
         end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     since = end - window.span
-    span = {"organisation_id": organisation_id, "start": since, "end": end}
     width = "1d" if daily else "1h"
 
-    whole = rollup_sums(**span, width=width)
+    whole = span_sums(organisation_id, start=since, end=end)
     totals = _row(whole[0] if whole else Sums(dims={}))
 
     count = int(window.span / window.bucket)
     sums = [Sums(dims={}) for _ in range(count)]
-    for cell in rollup_sums(**span, width=width, by=["bucket_start"]):
+    for cell in rollup_sums(
+        organisation_id, start=since, end=end, width=width, by=["bucket_start"]
+    ):
         index = int((cell.dims["bucket_start"] - since) / window.bucket)
         if 0 <= index < count:
             sums[index].add(cell)
@@ -131,8 +134,11 @@ def dashboard_build(
             )
         )
 
-    by_model = [_row(s) for s in _top(rollup_sums(**span, width=width, by=["model"]))]
-    by_key = [_row(s) for s in _top(rollup_sums(**span, width=width, by=["api_key_id"]))]
+    by_model = [
+        _row(s) for s in _top(span_sums(organisation_id, start=since, end=end, by=["model"]))
+    ]
+    keys = span_sums(organisation_id, start=since, end=end, by=["api_key_id"])
+    by_key = [_row(s) for s in _top(keys)]
     names = {
         key.id: key
         for key in ApiKey.objects.filter(

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -92,6 +92,11 @@ def usage_csv_lines(queryset: QuerySet) -> Iterator[str]:
     slugs: dict[int, str] = {}
     names: dict[Any, str] = {}
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # Compiling the plan of a query over millions of rows (PostgreSQL
+            # JIT-compiles costly ones) took longer than the first rows.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL jit = off")
         rows = (
             queryset.order_by("-created_at", "-id")
             .values_list(*_ROW_COLUMNS)
@@ -117,6 +122,10 @@ def usage_csv_lines(queryset: QuerySet) -> Iterator[str]:
     yield buffer.getvalue()
 
 
+def _next_or_none(lines: Iterator[str]) -> str | None:
+    return next(lines, None)
+
+
 class AsyncLines:
     """A sync generator of lines served to an ASGI server without reading
     it whole first (what Django does with a sync iterator under ASGI). Each
@@ -131,7 +140,7 @@ class AsyncLines:
         return self
 
     async def __anext__(self) -> str:
-        piece = await sync_to_async(next, thread_sensitive=True)(self.lines, None)
+        piece = await sync_to_async(_next_or_none, thread_sensitive=True)(self.lines)
         if piece is None:
             raise StopAsyncIteration
         return piece

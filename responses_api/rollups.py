@@ -135,12 +135,12 @@ class _Upsert:
     def __init__(self, model: type[Model]) -> None:
         self.model = model
         self.table = model._meta.db_table
-        self.fields = [model._meta.get_field(name) for name in (*DIMENSIONS, *_SUMS)]
+        self.fields: list[Any] = [model._meta.get_field(name) for name in (*DIMENSIONS, *_SUMS)]
 
     def sql(self, connection) -> str:
         quote = connection.ops.quote_name
         table = quote(self.table)
-        columns = [f.column for f in self.fields]  # type: ignore[union-attr]
+        columns = [f.column for f in self.fields]
         conflict = ", ".join(quote(c) for c in columns[: len(DIMENSIONS)])
         sets = ", ".join(
             f"{quote(c)} = {table}.{quote(c)} + excluded.{quote(c)}"
@@ -183,4 +183,3 @@ def rollups_add_cells(hours: dict[Cell, list[int]]) -> None:
     connection = connections[DEFAULT_DB_ALIAS]
     _hourly(hours, connection)
     _daily(days_of(hours), connection)
-

@@ -137,11 +137,12 @@ def rollup_sums(
     end: datetime,
     width: str,
     by: Sequence[str] = (),
+    also: Sequence[tuple[datetime, datetime]] = (),
 ) -> list[Sums]:
-    """Sums over ``[start, end)`` per combination of the columns ``by``
-    (``bucket_start`` and the roll-up's dimensions), from the hourly
-    (``width="1h"``) or daily (``"1d"``) roll-up, or the raw rows (``"1m"``;
-    ``bucket_start`` is then the minute)."""
+    """Sums over ``[start, end)`` (and the roll-up ranges ``also``) per
+    combination of the columns ``by`` (``bucket_start`` and the roll-up's
+    dimensions), from the hourly (``width="1h"``) or daily (``"1d"``)
+    roll-up, or the raw rows (``"1m"``; ``bucket_start`` is then the minute)."""
     dims = list(by)
     queryset: QuerySet
     if width == "1m":
@@ -156,15 +157,43 @@ def rollup_sums(
         sums = _raw_sums()
     else:
         table = UsageDaily if width == "1d" else UsageHourly
-        queryset = table.objects.filter(
-            organisation_id=organisation_id, bucket_start__gte=start, bucket_start__lt=end
-        )
+        within = Q(bucket_start__gte=start, bucket_start__lt=end)
+        for also_start, also_end in also:
+            within |= Q(bucket_start__gte=also_start, bucket_start__lt=also_end)
+        queryset = table.objects.filter(within, organisation_id=organisation_id)
         sums = _rollup_sums()
     if dims:
         rows: Iterable[dict[str, Any]] = queryset.values(*dims).order_by().annotate(**sums)
     else:
         rows = [queryset.aggregate(**sums)]
     return [_sums_of(row, dims) for row in rows if row["s_requests"]]
+
+
+def span_sums(
+    organisation_id: int, *, start: datetime, end: datetime, by: Sequence[str] = ()
+) -> list[Sums]:
+    """Sums over ``[start, end)`` (whole hours) per combination of ``by``
+    (not ``bucket_start``), read from the daily cells of the whole UTC days
+    inside the span and the hourly cells of the hours around them: a week
+    costs six days of cells and 24 hours of them, not 168 hours."""
+    day = WIDTHS["1d"]
+    first_day, last_day = _ceil(start, day), _floor(end, day)
+    if last_day <= first_day:
+        return rollup_sums(organisation_id, start=start, end=end, width="1h", by=by)
+    parts = rollup_sums(organisation_id, start=first_day, end=last_day, width="1d", by=by)
+    edges = [(a, b) for a, b in ((start, first_day), (last_day, end)) if a < b]
+    if edges:
+        parts += rollup_sums(
+            organisation_id, start=edges[0][0], end=edges[0][1], width="1h", by=by, also=edges[1:]
+        )
+    merged: dict[tuple, Sums] = {}
+    for sums in parts:
+        key = tuple(sums.dims[name] for name in by)
+        if key in merged:
+            merged[key].add(sums)
+        else:
+            merged[key] = sums
+    return list(merged.values())
 
 
 def _id(value: Any) -> str | None:

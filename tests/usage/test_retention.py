@@ -43,9 +43,9 @@ def test_the_purge_deletes_exactly_the_rows_past_retention_and_keeps_the_rollups
     assert purged.rows == 5 + 3
     kept = {str(r) for r in UsageLog.objects.values_list("request_id", flat=True)}
     # A row exactly N days and a minute old is past an N-day retention.
-    assert kept == {
-        acme_rows[i]["request_id"] for i in (0, 1, 2)
-    } | {globex_rows[i]["request_id"] for i in (0, 1)}
+    assert kept == {acme_rows[i]["request_id"] for i in (0, 1, 2)} | {
+        globex_rows[i]["request_id"] for i in (0, 1)
+    }
     assert (UsageHourly.objects.count(), UsageDaily.objects.count()) == cells_before
     month = UsageDaily.objects.filter(organisation=acme)
     assert sum(c.requests for c in month) == len(acme_rows)

@@ -89,7 +89,9 @@ def test_rollups_equal_the_raw_sums_after_a_load_with_cancellations(
         client = openai.OpenAI(base_url=api_server.url + "/v1", api_key=key, max_retries=0)
         try:
             if kind == "plain":
-                client.responses.create(model="sim-model", input=f"plain {i} [[tokens:{i % 9 + 1}]]")
+                client.responses.create(
+                    model="sim-model", input=f"plain {i} [[tokens:{i % 9 + 1}]]"
+                )
             elif kind == "stream":
                 with client.responses.stream(
                     model="sim-model", input=f"stream {i} [[tokens:{i % 7 + 2}]]"

@@ -84,7 +84,9 @@ def test_grouping_names_the_groups(log):
         bucket_width="1h",
         group_by=["model", "key", "status"],
     )
-    cells = {(r["model"], r["api_key_id"], r["status_class"]): r["requests"] for r in bucket["results"]}
+    cells = {
+        (r["model"], r["api_key_id"], r["status_class"]): r["requests"] for r in bucket["results"]
+    }
     assert cells == {("m1", KEY_A, "2xx"): 2, ("m2", KEY_B, "499"): 1}
     assert all("backend_id" not in r for r in bucket["results"])
     (by_backend,) = summarize(

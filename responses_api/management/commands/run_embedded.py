@@ -136,7 +136,7 @@ class Command(BaseCommand):
                 purge()
             except Exception as exc:  # keep the timer alive; report and go on
                 self.stderr.write(f"usage purge failed: {exc}")
-            stop.wait(float(entry["schedule"]))
+            stop.wait(float(str(entry["schedule"])))
 
     def print_welcome(self, base: str, state: dict) -> None:
         key, model = state["api_key"], state["model"]
