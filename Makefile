@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install run test lint typecheck fix bench
+.PHONY: install run test lint typecheck fix bench bench-console
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ typecheck: install
 # --with-litellm for a LiteLLM column. Honours DATABASE_URL/REDIS_URL.
 bench: install
 	$(PY) bench/run.py $(BENCH_ARGS)
+
+# The console at scale (bench/README.md, "Console at scale"): seeds usage rows
+# into PostgreSQL (BENCH_DATABASE_URL, default database sy_usage_bench on
+# 127.0.0.1) and times the pages. BENCH_ARGS="--rows 10000000" for 10 M rows.
+bench-console: install
+	$(PY) bench/console.py $(BENCH_ARGS)
 
 fix: install
 	$(VENV)/bin/ruff check --fix .

@@ -233,6 +233,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "console.tasks.purge_health_history",
         "schedule": 3600.0,
     },
+    "usage-purge": {"task": "responses_api.tasks.purge_usage", "schedule": 3600.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

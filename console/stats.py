@@ -1,26 +1,25 @@
-"""Dashboard numbers, computed from the usage log with aggregate queries.
+"""Dashboard numbers, read from the usage roll-ups (``responses_api/rollups.py``).
 
-Percentiles of time to first token use PostgreSQL's ``percentile_cont`` when
-the database is PostgreSQL, and elsewhere (SQLite, the embedded default) the
-exact percentile of a bounded sample of the most recent rows, so a large log
-never loads whole into memory.
+The roll-ups are kept per hour and per UTC day as rows are written, so a
+view costs the same however large the log is: the 24-hour and 7-day charts
+read hourly cells, the 30-day chart daily ones, and the totals and tables
+the daily cells of whole days plus the hourly cells around them.
+Percentiles of time to first token come from the cells' fixed-edge
+histograms, exact to within a bucket's width.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
-from django.db.models import Aggregate, Count, F, FloatField, Q, QuerySet, Sum
-from django.db.models.functions import Coalesce, TruncDay, TruncHour
 from django.utils import timezone
 
-# Rows sampled per group when percentiles are computed in Python.
-SAMPLE = 20_000
+from accounts.models import ApiKey
+from responses_api.models import NO_ID
+from responses_api.usage_summary import Sums, rollup_sums, span_sums
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,24 +35,7 @@ WINDOWS = {
     "7d": Window("7d", "Last 7 days", timedelta(days=7), timedelta(hours=6)),
     "30d": Window("30d", "Last 30 days", timedelta(days=30), timedelta(days=1)),
 }
-
-ERROR = Q(status__gte=400) & ~Q(status=499)
-CANCELLED = Q(status=499)
-
-
-class PercentileCont(Aggregate):
-    """PostgreSQL's ordered-set aggregate ``percentile_cont(p)``."""
-
-    function = "percentile_cont"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = FloatField()
-
-    def __init__(self, expression: Any, fraction: float, **extra: Any) -> None:
-        super().__init__(expression, fraction=float(fraction), **extra)
-
-
-def _on_postgres() -> bool:
-    return connection.vendor == "postgresql"
+TOP = 20
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -66,45 +48,22 @@ def percentile(values: list[float], fraction: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def ttft_percentiles(
-    queryset: QuerySet, group: str | None = None
-) -> dict[Any, tuple[float | None, float | None]]:
-    """p50 and p95 of ``ttft_ms`` per value of ``group`` (one key, None, if no group)."""
-    rows = queryset.filter(ttft_ms__isnull=False)
-    if _on_postgres():
-        p50, p95 = PercentileCont("ttft_ms", 0.5), PercentileCont("ttft_ms", 0.95)
-        if group is None:
-            whole = rows.aggregate(p50=p50, p95=p95)
-            return {None: (whole["p50"], whole["p95"])} if whole["p50"] is not None else {}
-        aggregated = rows.values(group).order_by().annotate(p50=p50, p95=p95)
-        return {r[group]: (r["p50"], r["p95"]) for r in aggregated}
-    samples: dict[Any, list[float]] = defaultdict(list)
-    if group:
-        for key, value in rows.order_by("-created_at").values_list(group, "ttft_ms")[:SAMPLE]:
-            samples[key].append(value)
-    else:
-        samples[None] = list(
-            rows.order_by("-created_at").values_list("ttft_ms", flat=True)[:SAMPLE]
-        )
-    return {k: (percentile(v, 0.5), percentile(v, 0.95)) for k, v in samples.items()}
-
-
-def _counts() -> dict[str, Any]:
+def _row(sums: Sums) -> dict[str, Any]:
+    requests = sums.requests
     return {
-        "requests": Count("id"),
-        "errors": Count("id", filter=ERROR),
-        "cancelled": Count("id", filter=CANCELLED),
-        "input_tokens": Coalesce(Sum("input_tokens"), 0),
-        "output_tokens": Coalesce(Sum("output_tokens"), 0),
+        **sums.dims,
+        "requests": requests,
+        "errors": sums.errors,
+        "cancelled": sums.cancelled,
+        "input_tokens": sums.input_tokens,
+        "output_tokens": sums.output_tokens,
+        "tokens": sums.input_tokens + sums.output_tokens,
+        "cost": sums.cost,
+        "error_rate": (sums.errors / requests) if requests else 0.0,
+        "cancel_rate": (sums.cancelled / requests) if requests else 0.0,
+        "p50": sums.p(0.5),
+        "p95": sums.p(0.95),
     }
-
-
-def _rates(row: dict[str, Any]) -> dict[str, Any]:
-    requests = row.get("requests") or 0
-    row["tokens"] = (row.get("input_tokens") or 0) + (row.get("output_tokens") or 0)
-    row["error_rate"] = (row["errors"] / requests) if requests else 0.0
-    row["cancel_rate"] = (row["cancelled"] / requests) if requests else 0.0
-    return row
 
 
 @dataclass
@@ -130,78 +89,66 @@ class Dashboard:
     by_key: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _bucket_start(stamp: datetime, since: datetime, size: timedelta) -> datetime:
-    return since + size * int((stamp - since) / size)
+def _top(cells: list[Sums]) -> list[Sums]:
+    return sorted(cells, key=lambda s: -s.requests)[:TOP]
 
 
-def dashboard_build(*, usage: QuerySet, window: Window, now: datetime | None = None) -> Dashboard:
+def dashboard_build(
+    *, organisation_id: int, window: Window, now: datetime | None = None
+) -> Dashboard:
     """Totals, a time series and per-model / per-key tables for ``window``."""
     now = now or timezone.now()
-    # Buckets are aligned to whole hours (days for the 30-day view).
-    trunc = TruncDay if window.bucket >= timedelta(days=1) else TruncHour
-    end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    if trunc is TruncDay:
+    daily = window.bucket >= timedelta(days=1)
+    # Buckets are aligned to whole hours (UTC days for the 30-day view).
+    if daily:
         end = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    else:
+        end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     since = end - window.span
-    rows = usage.filter(created_at__gte=since)
+    width = "1d" if daily else "1h"
 
-    totals = _rates(rows.aggregate(**_counts()))
-    p50, p95 = ttft_percentiles(rows).get(None, (None, None))
-    totals.update(p50=p50, p95=p95)
+    whole = span_sums(organisation_id, start=since, end=end)
+    totals = _row(whole[0] if whole else Sums(dims={}))
 
     count = int(window.span / window.bucket)
-    buckets = [Bucket(start=since + window.bucket * i) for i in range(count)]
-    by_start = {b.start: b for b in buckets}
-    series = rows.annotate(t=trunc("created_at")).values("t").order_by().annotate(**_counts())
-    for row in series:
-        bucket = by_start.get(_bucket_start(row["t"], since, window.bucket))
-        if bucket is None:
-            continue
-        bucket.requests += row["requests"]
-        bucket.errors += row["errors"]
-        bucket.cancelled += row["cancelled"]
-        bucket.ok += row["requests"] - row["errors"] - row["cancelled"]
-        bucket.input_tokens += row["input_tokens"]
-        bucket.output_tokens += row["output_tokens"]
-    _bucket_percentiles(rows, buckets, since, window, trunc)
+    sums = [Sums(dims={}) for _ in range(count)]
+    for cell in rollup_sums(
+        organisation_id, start=since, end=end, width=width, by=["bucket_start"]
+    ):
+        index = int((cell.dims["bucket_start"] - since) / window.bucket)
+        if 0 <= index < count:
+            sums[index].add(cell)
+    buckets = []
+    for i, s in enumerate(sums):
+        buckets.append(
+            Bucket(
+                start=since + window.bucket * i,
+                requests=s.requests,
+                ok=s.requests - s.errors - s.cancelled,
+                errors=s.errors,
+                cancelled=s.cancelled,
+                input_tokens=s.input_tokens,
+                output_tokens=s.output_tokens,
+                p50=s.p(0.5),
+                p95=s.p(0.95),
+            )
+        )
 
     by_model = [
-        _rates(r)
-        for r in rows.values("model").order_by().annotate(**_counts()).order_by("-requests")[:20]
+        _row(s) for s in _top(span_sums(organisation_id, start=since, end=end, by=["model"]))
     ]
-    model_pct = ttft_percentiles(rows, "model")
-    for r in by_model:
-        r["p50"], r["p95"] = model_pct.get(r["model"], (None, None))
-
-    by_key = [
-        _rates(r)
-        for r in rows.values("api_key_id", "key_prefix", name=F("api_key__name"))
-        .order_by()
-        .annotate(**_counts())
-        .order_by("-requests")[:20]
-    ]
-    key_pct = ttft_percentiles(rows, "api_key_id")
+    keys = span_sums(organisation_id, start=since, end=end, by=["api_key_id"])
+    by_key = [_row(s) for s in _top(keys)]
+    names = {
+        key.id: key
+        for key in ApiKey.objects.filter(
+            organisation_id=organisation_id, id__in=[r["api_key_id"] for r in by_key]
+        ).only("id", "name", "prefix")
+    }
     for r in by_key:
-        r["p50"], r["p95"] = key_pct.get(r["api_key_id"], (None, None))
+        key = names.get(r["api_key_id"])
+        r["name"] = key.name if key else None
+        r["key_prefix"] = key.prefix if key else ""
+        if r["api_key_id"] == NO_ID:
+            r["api_key_id"] = None
     return Dashboard(window, since, totals, buckets, by_model, by_key)
-
-
-def _bucket_percentiles(rows, buckets, since, window, trunc) -> None:
-    if window.bucket == timedelta(hours=1) or window.bucket == timedelta(days=1):
-        # One database group per bucket.
-        pct = ttft_percentiles(rows.annotate(t=trunc("created_at")), "t")
-        for bucket in buckets:
-            bucket.p50, bucket.p95 = pct.get(bucket.start, (None, None))
-        return
-    # Buckets of several hours: fold hourly samples (bounded) in Python.
-    samples: dict[datetime, list[float]] = defaultdict(list)
-    recent = (
-        rows.filter(ttft_ms__isnull=False)
-        .order_by("-created_at")
-        .values_list("created_at", "ttft_ms")[:SAMPLE]
-    )
-    for stamp, value in recent:
-        samples[_bucket_start(stamp, since, window.bucket)].append(value)
-    for bucket in buckets:
-        values = samples.get(bucket.start, [])
-        bucket.p50, bucket.p95 = percentile(values, 0.5), percentile(values, 0.95)

@@ -1,17 +1,22 @@
-"""The usage log as the console reads it: filters, and the streamed CSV export
-(``responses_api.usage_rows``, shared with the management API)."""
+"""The usage log as the console reads it: filters, keyset pages, and the
+streamed CSV export (``responses_api.usage_rows``, shared with the
+management API)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from console.forms import RANGES
-from responses_api.usage_rows import CSV_COLUMNS, CSV_HEADER, usage_csv_lines
+from responses_api.usage_rows import CSV_HEADER, pieces_async, usage_csv_lines
 
-__all__ = ["CSV_COLUMNS", "CSV_HEADER", "usage_csv_lines", "usage_filter"]
+__all__ = ["CSV_HEADER", "pieces_async", "usage_csv_lines", "usage_filter", "usage_page"]
+
+PER_PAGE = 50
 
 
 def usage_filter(queryset: QuerySet, data: dict[str, Any]) -> QuerySet:
@@ -45,3 +50,75 @@ def usage_filter(queryset: QuerySet, data: dict[str, Any]) -> QuerySet:
     if data.get("session"):
         queryset = queryset.filter(session_id=data["session"].strip())
     return queryset
+
+
+# --- Keyset pages ------------------------------------------------------------
+
+
+@dataclass
+class KeysetPage:
+    """One page of the log, newest first, and where the pages beside it
+    start: no count and no offset, so every page costs the same."""
+
+    rows: list[Any]
+    newer: str | None = None  # ``after=`` cursor of the page of newer rows
+    older: str | None = None  # ``before=`` cursor of the page of older rows
+    first: bool = True
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def cursor_of(row: Any) -> str:
+    micros = (row.created_at - _EPOCH) // timedelta(microseconds=1)
+    return f"{micros}.{row.id}"
+
+
+def parse_cursor(raw: str | None) -> tuple[datetime, int] | None:
+    """A cursor from a URL, or None if there is none or it is malformed."""
+    if not raw:
+        return None
+    micros, _, row_id = raw.partition(".")
+    try:
+        return _EPOCH + timedelta(microseconds=int(micros)), int(row_id)
+    except (ValueError, OverflowError):
+        return None
+
+
+def usage_page(
+    queryset: QuerySet, *, before: str | None = None, after: str | None = None
+) -> KeysetPage:
+    """The page of rows older than ``before`` (or newer than ``after``, or
+    the newest), ordered by ``(created_at, id)`` descending."""
+    newer_than = parse_cursor(after)
+    if newer_than is not None and parse_cursor(before) is None:
+        stamp, row_id = newer_than
+        ahead = list(
+            queryset.filter(Q(created_at__gt=stamp) | Q(created_at=stamp, id__gt=row_id))
+            .filter(created_at__gte=stamp)
+            .order_by("created_at", "id")[: PER_PAGE + 1]
+        )
+        if len(ahead) <= PER_PAGE:
+            return usage_page(queryset)  # reached the newest: the first page
+        rows = ahead[:PER_PAGE][::-1]
+        return KeysetPage(rows, newer=cursor_of(rows[0]), older=cursor_of(rows[-1]), first=False)
+    older_than = parse_cursor(before)
+    if older_than is not None:
+        stamp, row_id = older_than
+        queryset = queryset.filter(
+            Q(created_at__lt=stamp) | Q(created_at=stamp, id__lt=row_id)
+        ).filter(created_at__lte=stamp)
+    found = list(queryset.order_by("-created_at", "-id")[: PER_PAGE + 1])
+    rows = found[:PER_PAGE]
+    return KeysetPage(
+        rows,
+        newer=cursor_of(rows[0]) if rows and older_than else None,
+        older=cursor_of(rows[-1]) if len(found) > PER_PAGE else None,
+        first=older_than is None,
+    )

@@ -6,6 +6,7 @@ from django.db import models
 from django.utils import timezone
 
 from accounts.models import ApiKey, Organisation
+from responses_api import histogram
 
 
 class Backend(models.Model):
@@ -163,16 +164,110 @@ class UsageLog(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # One per filter of the console's usage log, each giving the rows
+        # newest first so that a page reads only the rows it shows. The two
+        # partial ones serve the 4xx (499 excluded) and 5xx status classes.
         indexes = [
             models.Index(fields=["organisation", "-created_at"], name="usage_org_time"),
             models.Index(fields=["organisation", "status", "-created_at"], name="usage_org_status"),
             models.Index(
                 fields=["organisation", "session_id", "created_at"], name="usage_org_session"
             ),
+            models.Index(fields=["organisation", "api_key", "-created_at"], name="usage_org_key"),
+            models.Index(fields=["organisation", "model", "-created_at"], name="usage_org_model"),
+            models.Index(
+                fields=["organisation", "backend", "-created_at"], name="usage_org_backend"
+            ),
+            models.Index(fields=["organisation", "stream", "-created_at"], name="usage_org_stream"),
+            models.Index(
+                fields=["organisation", "-created_at"],
+                name="usage_org_4xx",
+                condition=models.Q(status__gte=400, status__lt=500) & ~models.Q(status=499),
+            ),
+            models.Index(
+                fields=["organisation", "-created_at"],
+                name="usage_org_5xx",
+                condition=models.Q(status__gte=500),
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.request_id} {self.status}"
+
+
+# A roll-up cell's "no key" / "no backend": the dimensions are NOT NULL so
+# that ``ON CONFLICT`` finds the cell (NULLs never conflict).
+NO_ID = uuid.UUID(int=0)
+
+
+class UsageRollup(models.Model):
+    """Sums of usage rows per organisation × bucket × model × key × backend ×
+    status class, kept by the usage writer in the transaction that inserts
+    the rows (``responses_api/rollups.py``). Key and backend are plain ids,
+    not foreign keys: a deleted key's history stays where it was counted."""
+
+    # The cell constraint, led by the organisation, is its index.
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    bucket_start = models.DateTimeField()
+    model = models.CharField(max_length=200, default="")
+    api_key_id = models.UUIDField(default=NO_ID)
+    backend_id = models.UUIDField(default=NO_ID)
+    # "2xx" (anything below 400), "4xx" (not 429 or 499), "429", "499", "5xx".
+    status_class = models.CharField(max_length=3)
+    requests = models.PositiveBigIntegerField(default=0)
+    errors = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    cached_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    reasoning_tokens = models.PositiveBigIntegerField(default=0)
+    # Billionths of the price currency: integers add exactly on every database.
+    cost_nanos = models.BigIntegerField(default=0)
+    # ttft_00 … ttft_34, the counts of ``histogram.EDGES_MS``, added below.
+
+    class Meta:
+        abstract = True
+
+
+for _column in histogram.COLUMNS:
+    UsageRollup.add_to_class(_column, models.PositiveIntegerField(default=0))
+
+
+class UsageHourly(UsageRollup):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "organisation",
+                    "bucket_start",
+                    "model",
+                    "api_key_id",
+                    "backend_id",
+                    "status_class",
+                ],
+                name="usage_hourly_cell",
+            )
+        ]
+
+
+class UsageDaily(UsageRollup):
+    """The same sums per UTC day: a 30-day view reads 30 days of cells, not 720 hours."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "organisation",
+                    "bucket_start",
+                    "model",
+                    "api_key_id",
+                    "backend_id",
+                    "status_class",
+                ],
+                name="usage_daily_cell",
+            )
+        ]
 
 
 class ModelCheck(models.Model):

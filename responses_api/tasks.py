@@ -24,3 +24,12 @@ def purge_stored_responses() -> int:
     from responses_api.store import responses_purge
 
     return responses_purge()
+
+
+@shared_task
+def purge_usage() -> dict[str, int]:
+    """Usage rows past each organisation's retention, roll-ups past 400 days."""
+    from responses_api.retention import usage_purge
+
+    purged = usage_purge()
+    return {"rows": purged.rows, "cells": purged.cells}

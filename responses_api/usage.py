@@ -41,6 +41,7 @@ import functools
 import logging
 import os
 import socket
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -128,6 +129,8 @@ def _prepared(row: dict[str, Any]) -> dict[str, Any]:
     for stamp in ("created_at", "finished_at"):
         if isinstance(data.get(stamp), int | float):
             data[stamp] = datetime.fromtimestamp(data[stamp], tz=UTC)
+    if data.get("created_at") is None:
+        data["created_at"] = datetime.now(tz=UTC)
     if data.get("error_message"):
         data["error_message"] = data["error_message"][:2000]
     if data.get("user_agent"):
@@ -136,7 +139,9 @@ def _prepared(row: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Insert:
-    """``INSERT … ON CONFLICT (request_id) DO NOTHING`` for a batch of rows.
+    """``INSERT … ON CONFLICT (request_id) DO NOTHING RETURNING request_id``
+    for a batch of rows, in one statement: the rows it returns are those
+    actually inserted, which are the ones the roll-ups count.
 
     The same values the ORM would store (each field's own conversion for the
     connection), without building a model instance and compiling the SQL per
@@ -145,6 +150,9 @@ class _Insert:
     constraint (a deleted organisation, a negative count) still fails, so the
     row is set aside rather than silently dropped.
     """
+
+    # SQLite takes at most 32,766 parameters per statement.
+    MAX_PARAMS = 30_000
 
     def __init__(self) -> None:
         from responses_api.models import UsageLog
@@ -155,13 +163,13 @@ class _Insert:
         # kept so that its id is not reused, and its columns.
         self._columns: dict[int, tuple[Any, list[_Column]]] = {}
 
-    def sql(self, connection) -> str:
+    def sql(self, connection, count: int) -> str:
         quote = connection.ops.quote_name
         columns = ", ".join(quote(f.column) for f in self.fields)
-        marks = ", ".join(["%s"] * len(self.fields))
+        marks = "(" + ", ".join(["%s"] * len(self.fields)) + ")"
         return (
-            f"INSERT INTO {quote(self.table)} ({columns}) VALUES ({marks}) "
-            f"ON CONFLICT ({quote('request_id')}) DO NOTHING"
+            f"INSERT INTO {quote(self.table)} ({columns}) VALUES {', '.join([marks] * count)} "
+            f"ON CONFLICT ({quote('request_id')}) DO NOTHING RETURNING {quote('request_id')}"
         )
 
     def columns(self, connection) -> list[_Column]:
@@ -175,23 +183,37 @@ class _Insert:
             self._columns[id(connection)] = known
         return known[1]
 
-    def __call__(self, rows: list[dict[str, Any]]) -> None:
+    def __call__(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Insert the rows; returns those inserted (prepared), each once."""
         # The thread's connection itself, not ``django.db.connection``: that
         # proxy looks the connection up again on every attribute read, and
         # Django's conversions read several per value.
         connection = connections[DEFAULT_DB_ALIAS]
         columns = self.columns(connection)
-        params = []
-        for row in rows:
-            data = _prepared(row)
-            params.append(
-                tuple(
-                    convert(data[name] if name in data else default())
-                    for name, default, convert in columns
-                )
-            )
+        prepared = [_prepared(row) for row in rows]
+        per_statement = max(1, self.MAX_PARAMS // len(columns))
+        inserted: set[uuid.UUID] = set()
         with connection.cursor() as cursor:
-            cursor.executemany(self.sql(connection), params)
+            for start in range(0, len(prepared), per_statement):
+                chunk = prepared[start : start + per_statement]
+                params = [
+                    convert(data[name] if name in data else default())
+                    for data in chunk
+                    for name, default, convert in columns
+                ]
+                cursor.execute(self.sql(connection, len(chunk)), params)
+                inserted.update(_as_uuid(value) for (value,) in cursor.fetchall())
+        fresh = []
+        for data in prepared:
+            request_id = _as_uuid(data["request_id"])
+            if request_id in inserted:
+                inserted.discard(request_id)
+                fresh.append(data)
+        return fresh
+
+
+def _as_uuid(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
 _Column = tuple[str, Callable[[], Any], Callable[[Any], Any]]
@@ -241,11 +263,12 @@ _STORED_AS_IS = {
 _insert: _Insert | None = None
 
 
-def insert_rows(rows: list[dict[str, Any]]) -> None:
+def insert_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Insert rows not yet in the log; returns those inserted."""
     global _insert
     if _insert is None:
         _insert = _Insert()
-    _insert(rows)
+    return _insert(rows)
 
 
 # Errors that say the row itself can't go in (its organisation was deleted
@@ -254,16 +277,19 @@ _ROW_ERRORS = (IntegrityError, DataError, ValueError, TypeError, ValidationError
 
 
 def write_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Insert rows (idempotent on request_id) and touch their keys' last use,
-    in one transaction: once a row is visible, its writer is done with it.
+    """Insert rows (idempotent on request_id), add those inserted to the
+    roll-ups and touch their keys' last use, in one transaction: once a row
+    is visible, its writer is done with it, and it is counted exactly once.
 
     Returns the rows that cannot be inserted (poison rows); a database that
     is down raises instead, so the caller keeps the rows and retries."""
+    from responses_api.rollups import rollups_add
+
     if not rows:
         return []
     try:
         with transaction.atomic():
-            insert_rows(rows)
+            rollups_add(insert_rows(rows))
             _touch_keys(rows)
         return []
     except _ROW_ERRORS:
@@ -273,7 +299,7 @@ def write_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         try:
             with transaction.atomic():
-                insert_rows([row])
+                rollups_add(insert_rows([row]))
                 _touch_keys([row])
         except _ROW_ERRORS as exc:
             log.error("usage row %s rejected: %s", row.get("request_id"), type(exc).__name__)

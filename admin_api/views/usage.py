@@ -9,10 +9,8 @@ rows are handed over piece by piece from the request's thread instead.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
@@ -28,6 +26,7 @@ from admin_api.views.base import AdminViewSet
 from responses_api.models import UsageLog
 from responses_api.usage_rows import (
     RECORD_COLUMNS,
+    pieces_async,
     usage_csv_lines,
     usage_jsonl_lines,
     usage_record,
@@ -37,24 +36,6 @@ FORMATS = {
     "csv": ("text/csv; charset=utf-8", usage_csv_lines, "csv"),
     "jsonl": ("application/x-ndjson", usage_jsonl_lines, "jsonl"),
 }
-_DONE = object()
-
-
-def _next(pieces: Iterator[str]) -> object:
-    return next(pieces, _DONE)
-
-
-async def pieces_async(pieces: Iterator[str]) -> AsyncIterator[str]:
-    """``pieces`` pulled one at a time in the request's own thread (the
-    database cursor stays on its connection), closed however the stream ends."""
-    pull = sync_to_async(_next, thread_sensitive=True)
-    try:
-        while (piece := await pull(pieces)) is not _DONE:
-            yield str(piece)
-    finally:
-        close = getattr(pieces, "close", None)
-        if close is not None:
-            await sync_to_async(close, thread_sensitive=True)()
 
 
 class UsageViewSet(AdminViewSet):

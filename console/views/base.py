@@ -101,5 +101,6 @@ def is_htmx(request: HttpRequest) -> bool:
 
 def query_without_page(request: HttpRequest) -> str:
     params = request.GET.copy()
-    params.pop("page", None)
+    for position in ("page", "before", "after"):
+        params.pop(position, None)
     return params.urlencode()

@@ -10,7 +10,6 @@ from django.shortcuts import render
 from console import charts
 from console.spend import organisation_month
 from console.stats import WINDOWS, dashboard_build
-from responses_api.access import usage_for_member
 
 
 def _label(start, bucket: timedelta) -> str:
@@ -23,7 +22,7 @@ def _label(start, bucket: timedelta) -> str:
 
 def dashboard_page(request: HttpRequest, membership) -> HttpResponse:
     window = WINDOWS.get(request.GET.get("range", ""), WINDOWS["24h"])
-    data = dashboard_build(usage=usage_for_member(membership=membership), window=window)
+    data = dashboard_build(organisation_id=membership.organisation_id, window=window)
     labels = [_label(b.start, window.bucket) for b in data.buckets]
     requests_chart = charts.stacked_bars(
         labels,

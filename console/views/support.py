@@ -12,8 +12,8 @@ from django.shortcuts import render
 from accounts.access import is_support
 from accounts.models import Organisation
 from console.forms import STATUS_CHOICES, clean_request_id, set_choices
-from console.usage import usage_filter
-from console.views.base import page_of, query_without_page
+from console.usage import usage_filter, usage_page
+from console.views.base import query_without_page
 from responses_api.access import usage_for_support
 
 
@@ -42,7 +42,7 @@ def support_page(request: HttpRequest) -> HttpResponse:
             usage = usage.filter(organisation__slug=form.cleaned_data["organisation"])
     elif form.is_bound:
         usage = usage.none()
-    page = page_of(request, usage.order_by("-created_at"))
+    page = usage_page(usage, before=request.GET.get("before"), after=request.GET.get("after"))
     return render(
         request,
         "console/support.html",

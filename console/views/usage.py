@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import uuid
 
+from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 
 from accounts.access import api_keys_for_member, membership_of
 from console.forms import UsageFilterForm
-from console.usage import usage_csv_lines, usage_filter
-from console.views.base import ConsoleRequest, is_htmx, page_of, query_without_page
+from console.usage import pieces_async, usage_csv_lines, usage_filter, usage_page
+from console.views.base import ConsoleRequest, is_htmx, query_without_page
 from responses_api.access import (
     backends_for_member,
     get_usage_row_for_member,
@@ -19,15 +20,16 @@ from responses_api.access import (
     models_for_member,
     usage_for_member,
 )
+from responses_api.models import UsageDaily
 from responses_api.trace import usage_row_dict
 
 
 def _filter_form(request: HttpRequest, membership) -> UsageFilterForm:
-    usage = usage_for_member(membership=membership)
     models = set(models_for_member(membership=membership).values_list("public_id", flat=True))
-    # Models named in the log that are no longer in the catalogue stay filterable.
-    recent = usage.order_by("-created_at").values_list("model", flat=True)[:2000]
-    models.update(m for m in recent if m)
+    # Models named in the log that are no longer in the catalogue stay
+    # filterable: the daily roll-ups name every model the log holds.
+    logged = UsageDaily.objects.filter(organisation_id=membership.organisation_id)
+    models.update(m for m in logged.values_list("model", flat=True).distinct() if m)
     return UsageFilterForm(
         request.GET or None,
         models=sorted(models),
@@ -48,7 +50,11 @@ def _filtered(request: HttpRequest, membership):
 
 def usage_list(request: HttpRequest, membership) -> HttpResponse:
     form, usage = _filtered(request, membership)
-    page = page_of(request, usage.select_related("api_key").order_by("-created_at"))
+    page = usage_page(
+        usage.select_related("api_key"),
+        before=request.GET.get("before"),
+        after=request.GET.get("after"),
+    )
     partial = is_htmx(request)
     context = {"form": form, "page": page, "query": query_without_page(request), "partial": partial}
     template = "console/_usage_rows.html" if partial else "console/usage.html"
@@ -58,7 +64,10 @@ def usage_list(request: HttpRequest, membership) -> HttpResponse:
 def usage_export(request: HttpRequest, membership) -> StreamingHttpResponse:
     _, usage = _filtered(request, membership)
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    response = StreamingHttpResponse(usage_csv_lines(usage), content_type="text/csv")
+    lines = usage_csv_lines(usage)
+    # Under ASGI (daphne) an async iterator, else Django reads it whole first.
+    content = pieces_async(lines) if isinstance(request, ASGIRequest) else lines
+    response = StreamingHttpResponse(content, content_type="text/csv")
     response["Content-Disposition"] = (
         f'attachment; filename="usage-{membership.organisation.slug}-{stamp}.csv"'
     )

@@ -32,7 +32,10 @@ def crew(people):
 
 
 def usage_row(organisation, **fields):
+    """A usage row written as the API's rows are (``usage.write_rows``), so
+    that the roll-ups count it too."""
     from responses_api.models import UsageLog
+    from responses_api.usage import write_rows
 
     values = {
         "request_id": uuid.uuid4(),
@@ -48,7 +51,18 @@ def usage_row(organisation, **fields):
         "created_at": timezone.now() - timedelta(minutes=5),
     }
     values.update(fields)
-    return UsageLog.objects.create(**values)
+    row = {
+        "organisation_id": values.pop("organisation").id,
+        "created_at": values.pop("created_at").timestamp(),
+        "request_id": str(values.pop("request_id")),
+    }
+    for name in ("api_key", "backend"):
+        if name in values:
+            related = values.pop(name)
+            row[f"{name}_id"] = str(related.pk) if related is not None else None
+    row.update(values)
+    assert write_rows([row]) == []
+    return UsageLog.objects.get(request_id=row["request_id"])
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Dashboard numbers come from the usage log; charts are inline SVG."""
+"""Dashboard numbers come from the usage roll-ups; charts are inline SVG."""
 
 from datetime import timedelta
 
@@ -33,8 +33,10 @@ def test_totals_rates_and_percentiles(as_user, crew, estates):
     assert totals["errors"] == 1 and totals["cancelled"] == 1
     assert totals["error_rate"] == pytest.approx(1 / 7)
     assert totals["tokens"] == 4 * 10 + 30
-    assert totals["p50"] == pytest.approx(200.0)
-    assert totals["p95"] == pytest.approx(380.0)
+    # Exact to a histogram bucket: raw p50 200 ms lies in [200, 300),
+    # raw p95 380 ms in [300, 500).
+    assert 150.0 <= totals["p50"] < 300.0
+    assert 300.0 <= totals["p95"] < 500.0
     body = response.content.decode()
     assert body.count("<svg") == 4
     week = as_user("dave").get(reverse("console:dashboard"), {"range": "7d"}).context["data"]
@@ -49,7 +51,7 @@ def test_per_model_and_per_key_tables(as_user, crew, estates):
     usage_row(acme, model="big-model", ttft_ms=900.0)
     data = as_user("bob").get(reverse("console:dashboard")).context["data"]
     models = {r["model"]: r for r in data.by_model}
-    assert models["big-model"]["requests"] == 1 and models["big-model"]["p50"] == 900.0
+    assert models["big-model"]["requests"] == 1 and 700.0 <= models["big-model"]["p50"] < 1000.0
     keys = {r["api_key_id"]: r for r in data.by_key}
     assert keys[estates["acme"].key.id]["requests"] == 1
     assert keys[estates["acme"].key.id]["name"] == "acme key"

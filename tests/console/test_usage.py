@@ -87,16 +87,56 @@ def test_htmx_filtering_returns_only_the_rows(as_user, variety):
     assert 'id="export-csv"' in body and "status=499" in body
 
 
-def test_pages_hold_fifty_rows(as_user, crew):
-    for _ in range(60):
-        usage_row(crew["acme"])
+def _cursor(response, rel: str) -> dict:
+    page = response.context["page"]
+    value = page.older if rel == "older" else page.newer
+    return {"before": value} if rel == "older" else {"after": value}
+
+
+def test_pages_hold_fifty_rows_and_walk_older_and_newer(as_user, crew):
+    """Keyset pages: no count, no offset; "Older" and "Newer" walk the log
+    by (created_at, id), rows with the same time included exactly once."""
+    now = timezone.now()
+    for i in range(120):
+        # Pairs of rows share a timestamp, to exercise the id tie-break.
+        usage_row(crew["acme"], created_at=now - timedelta(seconds=i // 2))
     client = as_user("bob")
-    first, second = (
-        client.get(reverse("console:usage")),
-        client.get(reverse("console:usage"), {"page": 2}),
-    )
-    assert len(first.context["page"]) == 50 and len(second.context["page"]) == 10
-    assert not _ids(first) & _ids(second)
+    url = reverse("console:usage")
+    first = client.get(url)
+    assert first.context["page"].first and first.context["page"].newer is None
+    assert "rows" not in first.content.decode().split('class="pagination"')[1][:200]
+    second = client.get(url, _cursor(first, "older"))
+    third = client.get(url, _cursor(second, "older"))
+    sizes = [len(r.context["page"]) for r in (first, second, third)]
+    assert sizes == [50, 50, 20]
+    assert third.context["page"].older is None
+    seen = [row.request_id for r in (first, second, third) for row in r.context["page"]]
+    assert len(seen) == len(set(seen)) == 120
+    times = [row.created_at for r in (first, second, third) for row in r.context["page"]]
+    assert times == sorted(times, reverse=True)
+    # Newer from the third page is the second page again, then the first.
+    back = client.get(url, _cursor(third, "newer"))
+    assert _ids(back) == _ids(second)
+    assert _ids(client.get(url, _cursor(back, "newer"))) == _ids(first)
+    body = second.content.decode()
+    assert "← Newer" in body and "Older →" in body and "Newest" in body
+
+
+def test_pages_keep_the_filter(as_user, crew):
+    now = timezone.now()
+    for i in range(140):
+        usage_row(crew["acme"], status=499 if i % 2 else 200, created_at=now - timedelta(seconds=i))
+    client = as_user("bob")
+    first = client.get(reverse("console:usage"), {"status": "499"})
+    assert "status=499&amp;before=" in first.content.decode()
+    second = client.get(reverse("console:usage"), {"status": "499", **_cursor(first, "older")})
+    rows = [*first.context["page"], *second.context["page"]]
+    assert len(rows) == 70 and {row.status for row in rows} == {499}
+
+
+def test_a_malformed_cursor_gives_the_first_page(as_user, variety):
+    response = as_user("bob").get(reverse("console:usage"), {"before": "x.y", "after": "1."})
+    assert response.status_code == 200 and response.context["page"].first
 
 
 def test_the_csv_export_holds_the_filtered_rows(as_user, variety):

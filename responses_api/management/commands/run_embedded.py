@@ -26,7 +26,12 @@ from responses_api.services import backend_ensure, model_ensure
 STATE = Path(settings.BASE_DIR) / ".run" / "demo.json"
 # The beat schedule's entries the embedded default runs on its local timer
 # (usage rows need no drain without Redis).
-EMBEDDED_JOBS = ("backend-health", "stored-responses-purge", "health-history-purge")
+EMBEDDED_JOBS = (
+    "backend-health",
+    "stored-responses-purge",
+    "health-history-purge",
+    "usage-purge",
+)
 
 
 class Command(BaseCommand):
@@ -120,7 +125,8 @@ class Command(BaseCommand):
     def timer_loop(self, stop: threading.Event) -> None:
         # Stands in for Celery beat: runs the tasks the beat schedule names,
         # each at its interval (the health check also keeps the console's
-        # health history; the purge deletes expired stored responses).
+        # health history; the purges delete expired stored responses, usage
+        # rows past retention and roll-ups past 400 days).
         schedule = settings.CELERY_BEAT_SCHEDULE
         jobs = [
             (import_string(str(schedule[name]["task"])), float(str(schedule[name]["schedule"])))

@@ -1,0 +1,207 @@
+"""The roll-ups are the raw log's sums, exactly: after a live load with
+cancellations, and after a writer failed between inserting rows and adding
+them up (nothing lost, nothing counted twice on redelivery)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+import pytest
+
+from responses_api import histogram, rollups, usage
+from responses_api.models import UsageDaily, UsageHourly, UsageLog
+from tests.conftest import wait_rows
+from tests.usage.test_durability import a_row, xadd
+
+needs_redis = pytest.mark.skipif(
+    not os.environ.get("REDIS_URL"), reason="the usage stream lives in Redis: set REDIS_URL"
+)
+
+
+def raw_cells(table=UsageHourly) -> dict:
+    """Every roll-up cell recomputed from the raw rows, the slow way."""
+    cells: dict = defaultdict(lambda: defaultdict(int))
+    for row in UsageLog.objects.all():
+        start = rollups.hour_of(row.created_at)
+        if table is UsageDaily:
+            start = rollups.day_of(start)
+        klass = rollups.status_class(row.status)
+        cell = cells[
+            (
+                row.organisation_id,
+                start,
+                row.model,
+                row.api_key_id or rollups.NO_ID,
+                row.backend_id or rollups.NO_ID,
+                klass,
+            )
+        ]
+        cell["requests"] += 1
+        cell["errors"] += row.status >= 400 and row.status != 499
+        for name in ("input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens"):
+            cell[name] += getattr(row, name)
+        cell["cost_nanos"] += rollups.cost_nanos(row.cost)
+        if row.ttft_ms is not None:
+            cell[histogram.COLUMNS[histogram.bucket_of(row.ttft_ms)]] += 1
+    return {key: dict(value) for key, value in cells.items()}
+
+
+def stored_cells(table=UsageHourly) -> dict:
+    stored = {}
+    for cell in table.objects.all():
+        key = (
+            cell.organisation_id,
+            cell.bucket_start,
+            cell.model,
+            cell.api_key_id,
+            cell.backend_id,
+            cell.status_class,
+        )
+        stored[key] = {
+            name: getattr(cell, name)
+            for name in (*rollups.MEASURES, *histogram.COLUMNS)
+            if getattr(cell, name)
+        }
+    return stored
+
+
+def assert_rollups_match_the_log() -> None:
+    for table in (UsageHourly, UsageDaily):
+        raw = {k: {n: v for n, v in sums.items() if v} for k, sums in raw_cells(table).items()}
+        assert stored_cells(table) == raw, table.__name__
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_rollups_equal_the_raw_sums_after_a_load_with_cancellations(
+    provision, simulator, api_server
+):
+    acme = provision("acme", simulator.url)
+    globex = provision("globex", simulator.url)
+
+    def call(job: tuple[str, int]) -> str:
+        kind, i = job
+        key = globex.key if i % 4 == 0 else acme.key
+        client = openai.OpenAI(base_url=api_server.url + "/v1", api_key=key, max_retries=0)
+        try:
+            if kind == "plain":
+                client.responses.create(
+                    model="sim-model", input=f"plain {i} [[tokens:{i % 9 + 1}]]"
+                )
+            elif kind == "stream":
+                with client.responses.stream(
+                    model="sim-model", input=f"stream {i} [[tokens:{i % 7 + 2}]]"
+                ) as stream:
+                    stream.get_final_response()
+            elif kind == "cancel":
+                with client.responses.stream(
+                    model="sim-model", input=f"cancel {i} [[tokens:300]] [[rate:50]]"
+                ) as stream:
+                    for event in stream:
+                        if event.type == "response.output_text.delta":
+                            break  # leaving the block closes the connection
+            else:
+                client.responses.create(model="sim-model", input="x", extra_body={"messages": []})
+        except openai.BadRequestError:
+            return "400"
+        finally:
+            client.close()
+        return kind
+
+    jobs = [(kind, i) for i in range(12) for kind in ("plain", "stream", "cancel", "bad")]
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(call, jobs))
+    assert outcomes.count("400") == 12
+    rows = wait_rows(len(jobs), timeout=30)
+    wait_rows(12, timeout=30, status=499)
+    statuses = sorted(r.status for r in UsageLog.objects.all())
+    assert statuses.count(499) == 12 and statuses.count(400) == 12 and statuses.count(200) == 24
+    assert len(rows) == len(jobs)
+    assert_rollups_match_the_log()
+    cancelled = UsageHourly.objects.filter(status_class="499")
+    assert sum(c.requests for c in cancelled) == 12
+    assert sum(c.output_tokens for c in cancelled) > 0  # the tokens sent before the cancel
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_written_twice_is_counted_once(people):
+    rows = [a_row(people["acme"].id, ttft_ms=120.0, cost="0.00012") for _ in range(5)]
+    assert usage.write_rows(rows + rows[:2]) == []
+    assert usage.write_rows(rows) == []
+    assert UsageLog.objects.count() == 5
+    assert sum(c.requests for c in UsageHourly.objects.all()) == 5
+    assert_rollups_match_the_log()
+
+
+class Crash(Exception):
+    """A writer dying after inserting the rows, before the roll-ups commit."""
+
+
+@pytest.fixture
+def crash_in_rollups(monkeypatch):
+    """Make the next roll-up upsert (after the rows were inserted in the
+    same transaction) fail, once."""
+    real = rollups.rollups_add_cells
+    calls = {"n": 0}
+
+    def failing(hours):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            assert UsageLog.objects.count() > 0  # the rows are in, uncommitted
+            raise Crash
+        real(hours)
+
+    monkeypatch.setattr(rollups, "rollups_add_cells", failing)
+    return calls
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_crash_between_rows_and_rollups_loses_and_doubles_nothing(people, crash_in_rollups):
+    rows = [a_row(people["acme"].id, status=s) for s in (200, 200, 429, 499, 502)]
+    with pytest.raises(Crash):
+        usage.write_rows(rows)
+    assert UsageLog.objects.count() == 0 and UsageHourly.objects.count() == 0
+    # Redelivered (the stream still holds them), then delivered once more.
+    assert usage.write_rows(rows) == []
+    assert usage.write_rows(rows) == []
+    assert UsageLog.objects.count() == 5
+    assert {c.status_class: c.requests for c in UsageHourly.objects.all()} == {
+        "2xx": 2,
+        "429": 1,
+        "499": 1,
+        "5xx": 1,
+    }
+    assert_rollups_match_the_log()
+
+
+@pytest.fixture
+def redis_stream(monkeypatch):
+    client = usage.redis_client()
+    name = f"switchyard:usage:test-rollups:{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(usage, "STREAM", name)
+    yield client
+    client.delete(name, name + ":dead")
+    client.close()
+
+
+@needs_redis
+@pytest.mark.django_db(transaction=True)
+def test_a_writer_crashing_mid_batch_leaves_the_batch_for_another(
+    people, redis_stream, crash_in_rollups
+):
+    rows = [a_row(people["acme"].id, ttft_ms=float(40 * i)) for i in range(6)]
+    for row in rows:
+        xadd(redis_stream, row)
+    with pytest.raises(Crash):
+        usage.drain_redis(redis_stream, consumer="dies")
+    assert UsageLog.objects.count() == 0 and UsageHourly.objects.count() == 0
+    # Another writer claims the pending entries; one is also delivered again.
+    xadd(redis_stream, rows[0])
+    assert usage.drain_redis(redis_stream, consumer="survivor", claim_idle_ms=0) == 7
+    assert UsageLog.objects.count() == 6
+    assert sum(c.requests for c in UsageDaily.objects.all()) == 6
+    assert_rollups_match_the_log()
