@@ -19,6 +19,7 @@ from admin_api.views.accounts import (
 )
 from admin_api.views.catalogue import BackendViewSet, ModelViewSet
 from admin_api.views.docs import docs
+from admin_api.views.summary import UsageSummaryViewSet
 from admin_api.views.usage import UsageViewSet
 
 app_name = "admin_api"
@@ -49,9 +50,12 @@ urlpatterns = [
         name="organisation",
     ),
     re_path(r"^me/?$", MeViewSet.as_view({"get": "retrieve"}), name="me"),
-    # usage/summary (time buckets in the shape of OpenAI's usage API, built
-    # on the usage roll-ups) is routed here, before the usage list:
-    # re_path(r"^usage/summary/?$", UsageSummaryView.as_view(), name="usage-summary"),
+    # Before the usage list: time buckets built on the usage roll-ups.
+    re_path(
+        r"^usage/summary/?$",
+        UsageSummaryViewSet.as_view({"get": "list"}),
+        name="usage-summary",
+    ),
     re_path(r"^usage/?$", UsageViewSet.as_view({"get": "list"}), name="usage"),
     *router.urls,
     # Anything else under the prefix: the API's 404, not the console's page.
