@@ -43,26 +43,23 @@ class SummaryQuery(serializers.Serializer):
     page = serializers.IntegerField(min_value=0, max_value=LATEST, required=False)
 
 
-_RESULT = inline_serializer(
-    "UsageSummaryResult",
-    {
-        "object": serializers.CharField(),
-        "requests": serializers.IntegerField(),
-        "input_tokens": serializers.IntegerField(),
-        "cached_tokens": serializers.IntegerField(),
-        "output_tokens": serializers.IntegerField(),
-        "reasoning_tokens": serializers.IntegerField(),
-        "cost": serializers.FloatField(),
-        "cancelled": serializers.IntegerField(),
-        "errors": serializers.IntegerField(),
-        "ttft_p50_ms": serializers.FloatField(allow_null=True),
-        "ttft_p95_ms": serializers.FloatField(allow_null=True),
-        "model": serializers.CharField(required=False),
-        "api_key_id": serializers.CharField(required=False, allow_null=True),
-        "backend_id": serializers.CharField(required=False, allow_null=True),
-        "status_class": serializers.CharField(required=False),
-    },
-)
+_RESULT_FIELDS = {
+    "object": serializers.CharField(),
+    "requests": serializers.IntegerField(),
+    "input_tokens": serializers.IntegerField(),
+    "cached_tokens": serializers.IntegerField(),
+    "output_tokens": serializers.IntegerField(),
+    "reasoning_tokens": serializers.IntegerField(),
+    "cost": serializers.FloatField(),
+    "cancelled": serializers.IntegerField(),
+    "errors": serializers.IntegerField(),
+    "ttft_p50_ms": serializers.FloatField(allow_null=True),
+    "ttft_p95_ms": serializers.FloatField(allow_null=True),
+    "model": serializers.CharField(required=False),
+    "api_key_id": serializers.CharField(required=False, allow_null=True),
+    "backend_id": serializers.CharField(required=False, allow_null=True),
+    "status_class": serializers.CharField(required=False),
+}
 _PAGE = inline_serializer(
     "UsageSummaryPage",
     {
@@ -73,9 +70,10 @@ _PAGE = inline_serializer(
                 "object": serializers.CharField(),
                 "start_time": serializers.IntegerField(),
                 "end_time": serializers.IntegerField(),
-                "results": _RESULT(many=True),
+                "results": inline_serializer("UsageSummaryResult", _RESULT_FIELDS, many=True),
             },
-        )(many=True),
+            many=True,
+        ),
         "has_more": serializers.BooleanField(),
         "next_page": serializers.CharField(allow_null=True),
     },
