@@ -43,7 +43,7 @@ class SummaryQuery(serializers.Serializer):
     page = serializers.IntegerField(min_value=0, max_value=LATEST, required=False)
 
 
-_RESULT_FIELDS = {
+_RESULT_FIELDS: dict[str, serializers.Field] = {
     "object": serializers.CharField(),
     "requests": serializers.IntegerField(),
     "input_tokens": serializers.IntegerField(),
