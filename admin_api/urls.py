@@ -53,7 +53,7 @@ urlpatterns = [
     # Before the usage list: time buckets built on the usage roll-ups.
     re_path(
         r"^usage/summary/?$",
-        UsageSummaryViewSet.as_view({"get": "list"}),
+        UsageSummaryViewSet.as_view({"get": "summary"}),
         name="usage-summary",
     ),
     re_path(r"^usage/?$", UsageViewSet.as_view({"get": "list"}), name="usage"),

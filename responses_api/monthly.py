@@ -1,9 +1,13 @@
 """What an organisation and its keys spent in a calendar month (UTC).
 
-The one place that sums a month of usage rows: spend limits rebuild a
-missing counter from :func:`month_spent`, the console shows both functions'
-figures. Tokens are input + output tokens (reasoning is part of output),
-cost is the rows' ``cost``; every row counts, whatever its status.
+The one place that sums a month of usage: spend limits rebuild a missing
+counter from :func:`month_spent`, the console shows both functions' figures.
+Tokens are input + output tokens (reasoning is part of output), cost is the
+rows' ``cost``; every row counts, whatever its status. The sums are read from
+the daily roll-up cells (``responses_api/rollups.py``), which the usage writer
+adds to in the transaction that inserts the rows: a month is about thirty
+cells per model, key and backend, whatever the number of rows, and the
+figure equals the rows' own sum.
 """
 
 from __future__ import annotations
@@ -30,16 +34,21 @@ def next_month(start: datetime) -> datetime:
     )
 
 
-def _month_rows(organisation_id: int, month: datetime | float | None):
-    from responses_api.models import UsageLog
+def _month_cells(organisation_id: int, month: datetime | float | None):
+    from responses_api.models import UsageDaily
 
     start = month_start(month if month is not None else datetime.now(UTC))
-    return UsageLog.objects.filter(
-        organisation_id=organisation_id, created_at__gte=start, created_at__lt=next_month(start)
+    return UsageDaily.objects.filter(
+        organisation_id=organisation_id, bucket_start__gte=start, bucket_start__lt=next_month(start)
     )
 
 
-_TOTALS = {"cost": Sum("cost"), "tokens": Sum(F("input_tokens") + F("output_tokens"))}
+_TOTALS = {"nanos": Sum("cost_nanos"), "tokens": Sum(F("input_tokens") + F("output_tokens"))}
+NANOS = Decimal(1_000_000_000)
+
+
+def _spent(totals: dict) -> tuple[Decimal, int]:
+    return Decimal(totals["nanos"] or 0) / NANOS, int(totals["tokens"] or 0)
 
 
 def month_spent(
@@ -47,11 +56,10 @@ def month_spent(
 ) -> tuple[Decimal, int]:
     """(cost, tokens) of the organisation, or of one of its keys, in the
     month holding ``month`` (default: now)."""
-    rows = _month_rows(organisation_id, month)
+    cells = _month_cells(organisation_id, month)
     if api_key_id is not None:
-        rows = rows.filter(api_key_id=api_key_id)
-    totals = rows.aggregate(**_TOTALS)
-    return totals["cost"] or Decimal(0), totals["tokens"] or 0
+        cells = cells.filter(api_key_id=api_key_id)
+    return _spent(cells.aggregate(**_TOTALS))
 
 
 def month_spent_by_key(
@@ -59,6 +67,8 @@ def month_spent_by_key(
 ) -> dict[str, tuple[Decimal, int]]:
     """(cost, tokens) per key id (as text) of the organisation's keys that
     were used in the month."""
-    rows = _month_rows(organisation_id, month).filter(api_key_id__isnull=False)
-    grouped = rows.values("api_key_id").order_by().annotate(**_TOTALS)
-    return {str(r["api_key_id"]): (r["cost"] or Decimal(0), r["tokens"] or 0) for r in grouped}
+    from responses_api.models import NO_ID
+
+    cells = _month_cells(organisation_id, month).exclude(api_key_id=NO_ID)
+    grouped = cells.values("api_key_id").order_by().annotate(**_TOTALS)
+    return {str(r["api_key_id"]): _spent(r) for r in grouped}

@@ -114,13 +114,15 @@ class UsageSummaryViewSet(AdminViewSet):
         ],
         responses={200: _PAGE},
     )
-    def list(self, request: Request) -> Response:
+    def summary(self, request: Request) -> Response:
         query = _query(request)
         width = query["bucket_width"]
         default, most = LIMITS[width]
         limit = min(query.get("limit") or default, most)
-        start = query.get("page") or query["start_time"]
-        end = query.get("end_time") or int(timezone.now().timestamp())
+        start = query["page"] if query.get("page") is not None else query["start_time"]
+        end = query.get("end_time")
+        if end is None:
+            end = int(timezone.now().timestamp())
         if end <= query["start_time"]:
             raise ValidationError({"end_time": ["end_time must be after start_time."]})
         step = int(WIDTHS[width].total_seconds())
