@@ -58,7 +58,8 @@ class Lease:
     queue_wait_ms: float
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     released: bool = False
-    # The conversation's remembered backend was chosen: nothing to remember.
+    # Nothing to remember: the conversation's remembered backend was chosen,
+    # or the model has no other.
     affine: bool = False
 
 
@@ -366,7 +367,11 @@ class Router:
             raise no_backend(model, "every backend failed for this request")
         state = self.state
         preferred = None
-        if affinity:
+        # A model on one backend has nowhere else to send a conversation:
+        # nothing to look up, nothing to remember (two Redis round trips in
+        # production, for every turn of a stored chain).
+        only = len(model.routes) == 1
+        if affinity and not only:
             last = await state.remembered(affinity)
             preferred = next((i for i, r in enumerate(routes) if r.backend.id == last), None)
         lease_id = uuid.uuid4().hex
@@ -398,7 +403,7 @@ class Router:
             routes[index],
             queue_wait_ms=(time.monotonic() - started) * 1000,
             id=lease_id,
-            affine=index == preferred,
+            affine=only or index == preferred,
         )
         in_flight_add(backend=routes[index].backend.name, delta=1)
         if task is not None and task.cancelling():
