@@ -204,6 +204,7 @@ def _rows(n: int, orgs: dict, seed: int = 16):
                     "f",
                     created.isoformat(),
                     finished.isoformat(),
+                    *_client_ids(i, request_id),
                 )
             )
             rollup = {
@@ -254,7 +255,20 @@ COPY_COLUMNS = [
     "is_check",
     "created_at",
     "finished_at",
+    "session_id",
+    "thread_id",
+    "client_request_id",
+    "originator",
 ]
+
+
+def _client_ids(i: int, request_id: uuid.UUID) -> tuple[str, str, str, str]:
+    """Codex's turns carry its session, thread and request ids (a session of
+    about a dozen turns); other clients' rows carry none."""
+    if not AGENTS[i % len(AGENTS)].startswith("codex"):
+        return ("", "", "", "")
+    session = str(uuid.UUID(int=(i // (12 * len(AGENTS))) + 1, version=4))
+    return (session, session, str(request_id), "codex_exec")
 
 
 def seed(n: int, orgs: dict) -> dict[str, float]:

@@ -44,8 +44,15 @@ CONSTANT_COLUMNS = [
     "attempts",
     "user_agent",
     "is_check",
+    "session_id",
+    "thread_id",
+    "client_request_id",
+    "originator",
 ]
-CONSTANT = ("sy_sk_", "gpu", "POST", "", "", "", "[]", "10", "0", "5", "0", "0", "1", "t/1", "f")
+CONSTANT = (
+    *("sy_sk_", "gpu", "POST", "", "", "", "[]", "10", "0", "5", "0", "0", "1", "t/1", "f"),
+    *("", "", "", ""),
+)
 STATUSES = (200, 400, 404, 429, 499, 500, 502, 503)
 WEIGHTS = (910, 20, 5, 30, 25, 3, 4, 3)
 
@@ -112,6 +119,7 @@ FILTERS = [
     ({"stream": "no"}, "usage_org_stream"),
     ({"range": "1h"}, "usage_org_time"),
     ({"range": "7d"}, "usage_org_time"),
+    ({"session": "019a2b7c-codex-session"}, "usage_org_session"),
 ]
 
 
@@ -191,7 +199,7 @@ def test_the_csv_export_reads_the_log_in_index_order(big_log):
     """The export's server-side cursor is planned for its first rows: the
     rows come off the time index, without a join or a sort of the whole log
     before the first of them."""
-    from console.usage import _ROW_COLUMNS
+    from responses_api.usage_rows import _ROW_COLUMNS
 
     queryset = (
         UsageLog.objects.filter(organisation=big_log["org"])
