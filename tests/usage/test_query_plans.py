@@ -54,6 +54,7 @@ CONSTANT = (
     *("", "", "", ""),
 )
 STATUSES = (200, 400, 404, 429, 499, 500, 502, 503)
+SESSION = "019a2b7c-5d1e-7f00-9c3a-codex-session"
 WEIGHTS = (910, 20, 5, 30, 25, 3, 4, 3)
 
 
@@ -100,6 +101,11 @@ def big_log(people):
             + ") FROM STDIN"
         ) as copy:
             copy.write(lines.getvalue())
+        # One Codex session of 400 turns, spread over the month.
+        cursor.execute(
+            "UPDATE responses_api_usagelog SET session_id = %s WHERE id %% 500 = 0",
+            [SESSION],
+        )
         cursor.execute("ANALYZE responses_api_usagelog")
     return {"org": acme, "key": keys[4], "backend": backends[1]}
 
@@ -119,7 +125,7 @@ FILTERS = [
     ({"stream": "no"}, "usage_org_stream"),
     ({"range": "1h"}, "usage_org_time"),
     ({"range": "7d"}, "usage_org_time"),
-    ({"session": "019a2b7c-codex-session"}, "usage_org_session"),
+    ({"session": "SESSION"}, "usage_org_session"),
 ]
 
 
@@ -144,6 +150,8 @@ def _data(big_log, spec: dict) -> dict:
         data["key"] = str(big_log["key"].id)
     if "backend" in data:
         data["backend"] = str(big_log["backend"].id)
+    if "session" in data:
+        data["session"] = SESSION
     return data
 
 
