@@ -15,10 +15,11 @@ HOUR = 3600
 
 @pytest.fixture
 def hours(estates):
-    """Rows in two whole hours, two and one hour ago (UTC), in Acme; one in Globex."""
+    """Rows in two whole hours, three and two hours ago (UTC), in Acme; one in
+    Globex. (The estates' own rows, five minutes old, fall after them.)"""
     acme, globex = estates["acme"], estates["globex"]
     top = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    first, second = top - timedelta(hours=2), top - timedelta(hours=1)
+    first, second = top - timedelta(hours=3), top - timedelta(hours=2)
     org = acme.key.organisation
     for minute, status, model in ((5, 200, "sim-model"), (10, 499, "sim-model"), (20, 502, "b")):
         usage_row(
