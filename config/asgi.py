@@ -39,13 +39,15 @@ application = ProtocolTypeRouter({"http": http_application})
 # lived objects don't traverse Django's and every library's module state.
 gc.freeze()
 
-# Collect the youngest generation after 20,000 allocations, not Python's 700.
+# Collect the youngest generation after 5,000 allocations, not Python's 700.
 # A request allocates a few thousand container objects, nearly all dead by its
 # end; at 700, with 32 requests in flight, each collection finds the live ones
-# of every other request, promotes them, and the older generations fill with
-# what was about to die: 400 young, 36 middle and 3 full collections per 3,000
-# requests held the loop for 140 ms in all, a full one 12-16 ms at a time
-# (loop_monitor's switchyard_gc_pause_seconds, bench/README.md "Round two").
-# At 20,000 the same load ran 6 young collections and nothing older.
-GC_THRESHOLDS = (20_000, 10, 10)
+# of every other request and promotes them, and the older generations fill
+# with what was about to die. Measured (bench/README.md, "Round two"), 3,000
+# non-streamed requests at concurrency 32: 404 young, 37 middle and 3 full
+# collections holding the loop for 136 ms in all (a full one 16 ms at a
+# time) at 700; 36, 4 and none, 56 ms, at 5,000, with the same RSS. At
+# 20,000 there were fewer still, but each young collection took 5 ms and the
+# process grew by tens of MB.
+GC_THRESHOLDS = (5_000, 10, 10)
 gc.set_threshold(*GC_THRESHOLDS)

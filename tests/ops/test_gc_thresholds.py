@@ -14,4 +14,4 @@ def test_the_asgi_application_raises_the_young_generation_threshold():
         [sys.executable, "-c", code], cwd=ROOT, env=server_env(), capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["(20000,", "10,", "10)", "(20000,", "10,", "10)"]
+    assert done.stdout.split() == ["(5000,", "10,", "10)", "(5000,", "10,", "10)"]
