@@ -79,6 +79,78 @@ def _writer() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="sy-store")
 
 
+class _Group:
+    """Stored responses written in groups: the responses that end while a
+    group is being written go together in the next one, one thread hop and
+    one commit for all of them. At concurrency 32, one hop and one commit
+    per response made the writer's thread the bottleneck: every write waited
+    for the event loop to let go of the interpreter, and stored requests ran
+    at a third of the rate of the others."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[Keep, dict[str, Any], asyncio.Future[None]]] = []
+        self.writing: asyncio.Task[None] | None = None
+
+    async def save(self, keep: Keep, response: dict[str, Any]) -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self.waiting.append((keep, response, done))
+        if self.writing is None or self.writing.done() or self.writing.get_loop() is not loop:
+            self.writing = loop.create_task(self._write())
+        await asyncio.shield(done)
+
+    async def _write(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self.waiting:
+            group, self.waiting = self.waiting, []
+            errors: list[BaseException | None]
+            try:
+                errors = await loop.run_in_executor(
+                    _writer(), _save_group, [(keep, response) for keep, response, _ in group]
+                )
+            except BaseException as failure:  # each waiter is told
+                errors = [failure] * len(group)
+            for (_, _, done), failed in zip(group, errors, strict=True):
+                if done.done():
+                    continue
+                if failed is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(failed)
+
+
+_group = _Group()
+
+
+def _save_group(group: list[tuple[Keep, dict[str, Any]]]) -> list[BaseException | None]:
+    """Write ``group`` in one transaction; when that fails, each on its own,
+    so that one response that cannot be written does not take the others."""
+    entries: list[store.Entry | None] = []
+    errors: list[BaseException | None] = []
+    for keep, response in group:
+        try:
+            entries.append(keep.entry(response))
+            errors.append(None)
+        except Exception as error:
+            entries.append(None)
+            errors.append(error)
+    ready = [entry for entry in entries if entry is not None]
+    try:
+        if ready:
+            store.responses_insert(ready)
+        return errors
+    except Exception:
+        if len(ready) == 1:
+            raise
+    for index, entry in enumerate(entries):
+        if entry is not None:
+            try:
+                store.responses_insert([entry])
+            except Exception as error:
+                errors[index] = error
+    return errors
+
+
 @dataclass(slots=True)
 class Keep:
     """What is needed to store a response once it has ended."""
@@ -96,18 +168,17 @@ class Keep:
         a client gone meanwhile does not cut the write off. A failed write
         is logged; the answer still goes out."""
         try:
-            loop = asyncio.get_running_loop()
-            await asyncio.shield(loop.run_in_executor(_writer(), self._save, response))
+            await _group.save(self, response)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("response %s could not be stored", response.get("id"))
 
-    def _save(self, response: dict[str, Any]) -> None:
+    def entry(self, response: dict[str, Any]) -> store.Entry:
         # Parsed again here, off the event loop: the items as the client
         # sent them, which the validated models do not keep whole.
         raw = orjson.loads(self.body)["input"]
-        store.response_save(
+        return store.response_entry(
             organisation_id=self.organisation_id,
             ttl_hours=self.ttl_hours,
             response=response,

@@ -84,7 +84,10 @@ def _live(organisation_id: int, now: datetime) -> Any:
 # --- the request path ----------------------------------------------------------
 
 
-def response_save(
+Entry = tuple[tuple[Any, ...], list[tuple[int, str, str]]]
+
+
+def response_entry(
     *,
     organisation_id: int,
     ttl_hours: int,
@@ -93,9 +96,9 @@ def response_save(
     instructions: str | None,
     previous: Stored | None,
     affinity: str,
-) -> None:
-    """Keep ``response`` (as the client got it) with its input items, which
-    each carry an id by now."""
+) -> Entry:
+    """The row that keeps ``response`` (as the client got it) with its input
+    items, which each carry an id by now, and the rows of its item ids."""
     data = encrypt_bytes(
         orjson.dumps({"response": response, "input": input_items, "instructions": instructions})
     )
@@ -115,25 +118,24 @@ def response_save(
         now,
         now + timedelta(hours=ttl_hours),
     )
-    _insert(row, [(organisation_id, response_id, item_id[:128]) for item_id in ids])
+    return row, [(organisation_id, response_id, item_id[:128]) for item_id in ids]
 
 
-def _insert(row: tuple[Any, ...], items: list[tuple[int, str, str]]) -> None:
-    """The response and its item ids, written out once per connection
-    vendor: the ORM's ``save`` and ``bulk_create`` cost several times the
-    database's own work here, on the path of every stored response. On
-    PostgreSQL one statement inserts both (atomic by itself: one round trip
-    instead of four); elsewhere two, in one transaction."""
+def responses_insert(entries: Sequence[Entry]) -> None:
+    """Write ``entries`` in one transaction (one commit for the responses that
+    ended together), once per connection vendor: the ORM's ``save`` and
+    ``bulk_create`` cost several times the database's own work here, on the
+    path of every stored response. On PostgreSQL one statement inserts a
+    response and its item ids; elsewhere two."""
     connection = connections[StoredResponse.objects.db]
     sql = _SQL.get(connection.vendor)
     if sql is None:
         sql = _SQL[connection.vendor] = _statements(connection)
     adapt = connection.ops.adapt_datetimefield_value
-    values = (*row[:8], adapt(row[8]), adapt(row[9]))
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(sql[2], (*values, row[1], [item_id for _, _, item_id in items]))
-        return
+
+    def values(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (*row[:8], adapt(row[8]), adapt(row[9]))
+
     if connection.vendor == "sqlite" and not connection.in_atomic_block:
         # The DB-API connection itself, with ``?`` placeholders: Django's
         # SQLite cursor rewrites ``%s`` with a regular expression on every
@@ -142,18 +144,33 @@ def _insert(row: tuple[Any, ...], items: list[tuple[int, str, str]]) -> None:
         raw = connection.connection
         raw.execute("BEGIN IMMEDIATE")
         try:
-            raw.execute(sql[0], values)
-            if items:
-                raw.executemany(sql[1], items)
+            for row, items in entries:
+                raw.execute(sql[0], values(row))
+                if items:
+                    raw.executemany(sql[1], items)
         except BaseException:
             raw.execute("ROLLBACK")
             raise
         raw.execute("COMMIT")
         return
+    if connection.vendor == "postgresql" and len(entries) == 1:
+        (row, items), *_ = entries
+        with connection.cursor() as cursor:  # one statement: atomic by itself
+            cursor.execute(sql[2], (*values(row), row[1], [i for _, _, i in items]))
+        return
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-        cursor.execute(sql[0], values)
-        if items:
-            cursor.executemany(sql[1], items)
+        for row, items in entries:
+            if connection.vendor == "postgresql":
+                cursor.execute(sql[2], (*values(row), row[1], [i for _, _, i in items]))
+                continue
+            cursor.execute(sql[0], values(row))
+            if items:
+                cursor.executemany(sql[1], items)
+
+
+def response_save(**kwargs: Any) -> None:
+    """Keep one response (see :func:`response_entry`)."""
+    responses_insert([response_entry(**kwargs)])
 
 
 _SQL: dict[str, tuple[str, str, str]] = {}
@@ -166,7 +183,7 @@ def _statements(connection: Any) -> tuple[str, str, str]:
         return ", ".join(quote(model._meta.get_field(f).column) for f in fields)
 
     responses, items = (quote(m._meta.db_table) for m in (StoredResponse, StoredItem))
-    # SQLite's statements are run on the DB-API connection (``_insert``).
+    # SQLite's statements run on the DB-API connection (``responses_insert``).
     mark = "?" if connection.vendor == "sqlite" else "%s"
     marks = ", ".join([mark] * len(_RESPONSE_FIELDS))
     response = f"INSERT INTO {responses} ({columns(StoredResponse, _RESPONSE_FIELDS)}) "
