@@ -59,6 +59,9 @@ class UsageFilter(django_filters.FilterSet):
     stream = django_filters.ChoiceFilter(
         choices=BOOLEAN, method="filter_stream", help_text="Streamed requests only, or none."
     )
+    session = django_filters.CharFilter(
+        field_name="session_id", help_text="A client session's turns (Codex's session-id)."
+    )
 
     class Meta:
         model = UsageLog

@@ -39,3 +39,7 @@ class UsageRecordSerializer(serializers.Serializer):
     tokens_per_second = serializers.FloatField(allow_null=True)
     client_ip = serializers.CharField(allow_null=True)
     user_agent = serializers.CharField()
+    session_id = serializers.CharField(help_text="The client's session (session-id).")
+    thread_id = serializers.CharField()
+    client_request_id = serializers.CharField()
+    originator = serializers.CharField()

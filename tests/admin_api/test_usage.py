@@ -32,6 +32,8 @@ def rows(estates):
             status=499,
             stream=True,
             note="Client disconnected",
+            session_id="019a2b7c-session",
+            originator="codex_exec",
             created_at=now - timedelta(minutes=3),
         ),
         "refused": usage_row(
@@ -68,10 +70,16 @@ def rid(row) -> str:
         ({"model": "other-model"}, ["failed"]),
         ({"stream": "true"}, ["cancelled"]),
         ({"stream": "false", "status": "200"}, ["ok", "old"]),
+        ({"session": "019a2b7c-session"}, ["cancelled"]),
     ],
 )
 def test_usage_filters(api, rows, query, expected):
     assert ids(api("acme").get(f"{ADMIN}/usage", query)) == [rid(rows[n]) for n in expected]
+
+
+def test_records_carry_the_client_session(api, rows):
+    (record,) = api("acme").get(f"{ADMIN}/usage", {"session": "019a2b7c-session"}).json()["data"]
+    assert (record["session_id"], record["originator"]) == ("019a2b7c-session", "codex_exec")
 
 
 def test_usage_filters_by_request_id_key_backend_and_time(api, rows, estates):
