@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 
 import httpx
 import openai
@@ -60,6 +61,19 @@ def test_a_key_made_through_the_api_serves_responses_until_revoked(admin, api_se
     exported = client.get("/usage", params={"format": "csv", "request_id": request_id})
     assert exported.headers["content-type"].startswith("text/csv")
     assert [r["request_id"] for r in csv.DictReader(io.StringIO(exported.text))] == [request_id]
+    # And counted in the summary, grouped by key, from the roll-ups.
+    now = int(time.time())
+    summary = client.get(
+        "/usage/summary",
+        params={
+            "start_time": now - 3600,
+            "end_time": now + 60,
+            "bucket_width": "1h",
+            "group_by": "key",
+        },
+    ).json()
+    mine = [r for b in summary["data"] for r in b["results"] if r["api_key_id"] == created["id"]]
+    assert sum(r["requests"] for r in mine) == 1, summary
 
     assert client.delete(f"/keys/{created['id']}").json()["status"] == "revoked"
 
