@@ -191,11 +191,10 @@ class _Insert:
         connection = connections[DEFAULT_DB_ALIAS]
         columns = self.columns(connection)
         prepared = [_prepared(row) for row in rows]
-        per_statement = max(1, self.MAX_PARAMS // len(columns))
         inserted: set[uuid.UUID] = set()
         with connection.cursor() as cursor:
-            for start in range(0, len(prepared), per_statement):
-                chunk = prepared[start : start + per_statement]
+            for start, size in _chunks(len(prepared), self.MAX_PARAMS // len(columns)):
+                chunk = prepared[start : start + size]
                 params = [
                     convert(data[name] if name in data else default())
                     for data in chunk
@@ -210,6 +209,25 @@ class _Insert:
                 inserted.discard(request_id)
                 fresh.append(data)
         return fresh
+
+
+def _chunks(count: int, most: int) -> list[tuple[int, int]]:
+    """(start, size) of the statements that insert ``count`` rows: sizes are
+    powers of two, at most ``most``. A statement's text depends on its size,
+    and SQLite keeps each distinct statement compiled in the connection's
+    cache (128 of them): batches of every size from 1 to 500 filled it with
+    programs of thousands of parameters each, and the embedded process grew
+    by tens of MB. Powers of two make at most a dozen statements."""
+    largest = 1 << (max(1, most).bit_length() - 1)
+    out = []
+    start = 0
+    while start < count:
+        size = largest
+        while size > count - start:
+            size >>= 1
+        out.append((start, size))
+        start += size
+    return out
 
 
 def _as_uuid(value: Any) -> uuid.UUID:

@@ -205,3 +205,15 @@ def test_a_writer_crashing_mid_batch_leaves_the_batch_for_another(
     assert UsageLog.objects.count() == 6
     assert sum(c.requests for c in UsageDaily.objects.all()) == 6
     assert_rollups_match_the_log()
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 7, 500, 857, 1000, 4097])
+def test_a_batch_is_inserted_by_statements_of_a_few_sizes(count):
+    from responses_api.usage import _chunks
+
+    chunks = _chunks(count, 857)
+    assert sum(size for _, size in chunks) == count
+    assert [start for start, _ in chunks] == [
+        sum(s for _, s in chunks[:i]) for i in range(len(chunks))
+    ]
+    assert all(size & (size - 1) == 0 and size <= 512 for _, size in chunks)
