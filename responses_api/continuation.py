@@ -27,7 +27,7 @@ import orjson
 from asgiref.sync import sync_to_async
 from pydantic import TypeAdapter
 
-from responses_api import store
+from responses_api import store, store_loop
 from responses_api.auth import Caller
 from responses_api.errors import invalid
 from responses_api.protocol import CreateResponse, InputItem, ItemReference, MessageItem
@@ -72,45 +72,47 @@ def item_not_found(item_id: str, index: int) -> Exception:
 
 @functools.cache
 def _writer() -> ThreadPoolExecutor:
-    """The thread stored responses are written from: one per process, with
-    its own database connection, so that a write waits neither for the
-    event loop nor for the other database calls' thread (and its cost
-    shows under its own name)."""
+    """The thread stored responses are written from when the event loop
+    cannot write them (``store_loop``): one per process, with its own
+    database connection."""
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="sy-store")
 
 
 class _Group:
-    """Stored responses written in groups: the responses that end while a
-    group is being written go together in the next one, one thread hop and
-    one commit for all of them. At concurrency 32, one hop and one commit
-    per response made the writer's thread the bottleneck: every write waited
-    for the event loop to let go of the interpreter, and stored requests ran
-    at a third of the rate of the others."""
+    """Stored responses written from the event loop (``store_loop``), in
+    groups: the responses that end while one group is being written go
+    together in the next, one transaction for all of them. When nothing is
+    being written, SQLite writes a response at once, with no task at all.
+
+    Each group that the loop cannot write (SQLite busy, PostgreSQL
+    unreachable) goes to the worker thread in one hop. At concurrency 32,
+    one hop and one commit per response made that thread the bottleneck,
+    and stored requests ran at a third of the rate of the others."""
 
     def __init__(self) -> None:
-        self.waiting: list[tuple[Keep, dict[str, Any], asyncio.Future[None]]] = []
+        self.waiting: list[tuple[store.Entry, asyncio.Future[None]]] = []
         self.writing: asyncio.Task[None] | None = None
 
-    async def save(self, keep: Keep, response: dict[str, Any]) -> None:
+    async def save(self, entry: store.Entry) -> None:
+        idle = self.writing is None or self.writing.done()
+        if idle and store_loop.insert_now([entry]):
+            return
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        self.waiting.append((keep, response, done))
-        if self.writing is None or self.writing.done() or self.writing.get_loop() is not loop:
+        self.waiting.append((entry, done))
+        if idle or self.writing is None or self.writing.get_loop() is not loop:
             self.writing = loop.create_task(self._write())
         await asyncio.shield(done)
 
     async def _write(self) -> None:
-        loop = asyncio.get_running_loop()
         while self.waiting:
             group, self.waiting = self.waiting, []
             errors: list[BaseException | None]
             try:
-                errors = await loop.run_in_executor(
-                    _writer(), _save_group, [(keep, response) for keep, response, _ in group]
-                )
+                errors = await _insert([entry for entry, _ in group])
             except BaseException as failure:  # each waiter is told
                 errors = [failure] * len(group)
-            for (_, _, done), failed in zip(group, errors, strict=True):
+            for (_, done), failed in zip(group, errors, strict=True):
                 if done.done():
                     continue
                 if failed is None:
@@ -122,32 +124,39 @@ class _Group:
 _group = _Group()
 
 
-def _save_group(group: list[tuple[Keep, dict[str, Any]]]) -> list[BaseException | None]:
-    """Write ``group`` in one transaction; when that fails, each on its own,
-    so that one response that cannot be written does not take the others."""
-    entries: list[store.Entry | None] = []
+async def _insert(entries: list[store.Entry]) -> list[BaseException | None]:
+    loop = asyncio.get_running_loop()
+    try:
+        if await store_loop.insert(entries):
+            return [None] * len(entries)
+    except Exception as error:
+        if len(entries) == 1:
+            return [error]
+        return await loop.run_in_executor(_writer(), _insert_each, entries)
+    return await loop.run_in_executor(_writer(), _insert_group, entries)
+
+
+def _insert_group(entries: list[store.Entry]) -> list[BaseException | None]:
+    """Write ``entries`` in one transaction; when that fails, each on its
+    own, so that one response that cannot be written does not take the
+    others."""
+    try:
+        store.responses_insert(entries)
+        return [None] * len(entries)
+    except Exception as error:
+        if len(entries) == 1:
+            return [error]
+    return _insert_each(entries)
+
+
+def _insert_each(entries: list[store.Entry]) -> list[BaseException | None]:
     errors: list[BaseException | None] = []
-    for keep, response in group:
+    for entry in entries:
         try:
-            entries.append(keep.entry(response))
+            store.responses_insert([entry])
             errors.append(None)
         except Exception as error:
-            entries.append(None)
             errors.append(error)
-    ready = [entry for entry in entries if entry is not None]
-    try:
-        if ready:
-            store.responses_insert(ready)
-        return errors
-    except Exception:
-        if len(ready) == 1:
-            raise
-    for index, entry in enumerate(entries):
-        if entry is not None:
-            try:
-                store.responses_insert([entry])
-            except Exception as error:
-                errors[index] = error
     return errors
 
 
@@ -168,15 +177,15 @@ class Keep:
         a client gone meanwhile does not cut the write off. A failed write
         is logged; the answer still goes out."""
         try:
-            await _group.save(self, response)
+            await _group.save(self.entry(response))
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("response %s could not be stored", response.get("id"))
 
     def entry(self, response: dict[str, Any]) -> store.Entry:
-        # Parsed again here, off the event loop: the items as the client
-        # sent them, which the validated models do not keep whole.
+        # Parsed again here: the items as the client sent them, which the
+        # validated models do not keep whole.
         raw = orjson.loads(self.body)["input"]
         return store.response_entry(
             organisation_id=self.organisation_id,

@@ -128,9 +128,7 @@ def responses_insert(entries: Sequence[Entry]) -> None:
     path of every stored response. On PostgreSQL one statement inserts a
     response and its item ids; elsewhere two."""
     connection = connections[StoredResponse.objects.db]
-    sql = _SQL.get(connection.vendor)
-    if sql is None:
-        sql = _SQL[connection.vendor] = _statements(connection)
+    sql = statements(connection)
     adapt = connection.ops.adapt_datetimefield_value
 
     def values(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -174,6 +172,15 @@ def response_save(**kwargs: Any) -> None:
 
 
 _SQL: dict[str, tuple[str, str, str]] = {}
+
+
+def statements(connection: Any) -> tuple[str, str, str]:
+    """The inserts of :func:`responses_insert`, for ``connection``'s vendor:
+    a response, its item ids, and (PostgreSQL) both in one statement."""
+    sql = _SQL.get(connection.vendor)
+    if sql is None:
+        sql = _SQL[connection.vendor] = _statements(connection)
+    return sql
 
 
 def _statements(connection: Any) -> tuple[str, str, str]:

@@ -265,3 +265,19 @@ def _usage_rows_settled(request):
         time.sleep(0.1)
     finally:
         client.close()
+
+
+@pytest.fixture(autouse=True)
+def _store_loop_closed():
+    """The connections stored responses are written on (the event loop's
+    own, ``responses_api.store_loop``, and the worker thread's) are closed
+    after each test: its loop is gone, and the test database is dropped
+    only once nothing holds it."""
+    yield
+    from django.db import connections
+
+    from responses_api import continuation, store_loop
+
+    store_loop.close()
+    if continuation._writer.cache_info().currsize:
+        continuation._writer().submit(connections.close_all).result()
