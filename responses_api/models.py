@@ -298,8 +298,10 @@ class StoredResponse(models.Model):
     row is gone before the purge deletes it."""
 
     id = models.CharField(primary_key=True, max_length=64)
+    # No index of its own on either table: the composite indexes lead with
+    # it, and each index is another page written by every stored response.
     organisation = models.ForeignKey(
-        Organisation, on_delete=models.CASCADE, related_name="stored_responses"
+        Organisation, on_delete=models.CASCADE, related_name="stored_responses", db_index=False
     )
     previous_response_id = models.CharField(max_length=64, blank=True, default="")
     root_id = models.CharField(max_length=64)
@@ -331,7 +333,9 @@ class StoredItem(models.Model):
     remove items first, in bulk, so that deleting responses never loads
     their rows; an organisation's deletion takes both through its own link."""
 
-    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="+")
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     response = models.ForeignKey(StoredResponse, on_delete=models.DO_NOTHING, related_name="items")
     item_id = models.CharField(max_length=128)
 
