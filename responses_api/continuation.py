@@ -30,6 +30,7 @@ from pydantic import TypeAdapter
 from responses_api import store, store_loop
 from responses_api.auth import Caller
 from responses_api.errors import invalid
+from responses_api.metrics import STORED_WRITES
 from responses_api.protocol import CreateResponse, InputItem, ItemReference, MessageItem
 from responses_api.translate.stream import new_id
 
@@ -96,6 +97,7 @@ class _Group:
     async def save(self, entry: store.Entry) -> None:
         idle = self.writing is None or self.writing.done()
         if idle and store_loop.insert_now([entry]):
+            _WRITTEN_ON_LOOP.inc()
             return
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
@@ -124,15 +126,22 @@ class _Group:
 _group = _Group()
 
 
+_WRITTEN_ON_LOOP = STORED_WRITES.labels("loop")
+_WRITTEN_ON_THREAD = STORED_WRITES.labels("thread")
+
+
 async def _insert(entries: list[store.Entry]) -> list[BaseException | None]:
     loop = asyncio.get_running_loop()
     try:
         if await store_loop.insert(entries):
+            _WRITTEN_ON_LOOP.inc(len(entries))
             return [None] * len(entries)
     except Exception as error:
         if len(entries) == 1:
             return [error]
+        _WRITTEN_ON_THREAD.inc(len(entries))
         return await loop.run_in_executor(_writer(), _insert_each, entries)
+    _WRITTEN_ON_THREAD.inc(len(entries))
     return await loop.run_in_executor(_writer(), _insert_group, entries)
 
 

@@ -58,6 +58,13 @@ QUEUE_WAIT = Histogram(
     ["model"],
     buckets=(0.001, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30),
 )
+STORED_WRITES = Counter(
+    "switchyard_stored_response_writes",
+    "Stored responses written, by where: from the event loop, or from the worker "
+    "thread when the loop could not (SQLite held by another writer, PostgreSQL "
+    "unreachable from the loop).",
+    ["where"],
+)
 RATE_LIMITED = Counter(
     "switchyard_rate_limited",
     "Requests answered 429, by error code (key/organisation limits or a backend's).",

@@ -9,7 +9,8 @@ write of 0.09 ms. So the write is done where the answer waits for it:
 - **SQLite** (the embedded default): on a connection of the loop's thread
   that never waits. Its transaction begins with a busy timeout of zero, so
   when another writer (the usage writer, the console) holds the database,
-  the write goes to the worker thread instead of stalling the loop; and it
+  the loop tries again on a timer (``BUSY_PAUSES``), then gives the write to
+  the worker thread, instead of stalling; and it
   never checkpoints the write-ahead log (``wal_autocheckpoint=0``), which
   the other connections' commits do, so the loop never waits for a sync.
 - **PostgreSQL**: on an asynchronous psycopg connection of the loop: the
@@ -177,12 +178,23 @@ def insert_now(entries: Sequence[store.Entry]) -> bool:
     return django.vendor == "sqlite" and _sqlite.insert(django, entries)
 
 
+# Pauses between the loop's attempts while SQLite is held by another
+# writer, whose transactions (a batch of usage rows) last milliseconds: the
+# loop waits on a timer, and only then hands the write to the thread.
+BUSY_PAUSES = (0.001, 0.002, 0.004, 0.008, 0.016)
+
+
 async def insert(entries: Sequence[store.Entry]) -> bool:
     """Write ``entries`` in one transaction from the loop, or answer False
     (write them through the worker thread instead)."""
     django = _django()
     if django.vendor == "sqlite":
-        return _sqlite.insert(django, entries)
+        for pause in (0.0, *BUSY_PAUSES):
+            if pause:
+                await asyncio.sleep(pause)
+            if _sqlite.insert(django, entries):
+                return True
+        return False
     if django.vendor == "postgresql":
         return await _postgres.insert(django, entries)
     return False

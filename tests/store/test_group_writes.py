@@ -107,6 +107,31 @@ def test_sqlite_busy_goes_to_the_worker_thread_without_stalling_the_loop(people,
     assert max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) < 0.15
 
 
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's write lock")
+def test_sqlite_held_briefly_is_waited_for_on_a_timer(people, monkeypatch):
+    """A usage batch holds the database for milliseconds: the loop tries
+    again on a timer rather than handing the write to the thread."""
+    acme = people["acme"]
+    worker = _no_worker_thread(monkeypatch)
+    holder = sqlite3.connect(
+        connection.settings_dict["NAME"], isolation_level=None, check_same_thread=False
+    )
+    holder.execute("BEGIN IMMEDIATE")
+    released = threading.Timer(0.005, holder.rollback)
+
+    async def main() -> None:
+        released.start()
+        await _keep(acme).save(_response(1))
+
+    try:
+        asyncio.run(main())
+    finally:
+        released.join()
+        holder.close()
+    assert StoredResponse.objects.filter(id="resp_group_1").exists()
+    assert worker == []
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the loop's psycopg connection")
 def test_a_broken_loop_connection_falls_back_and_reconnects(people, monkeypatch):
     acme = people["acme"]
