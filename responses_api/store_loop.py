@@ -30,7 +30,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connections
+from django.db import connections, router
 
 from responses_api import store
 from responses_api.models import StoredResponse
@@ -38,8 +38,23 @@ from responses_api.models import StoredResponse
 log = logging.getLogger(__name__)
 
 
+class _Wrapper(threading.local):
+    """This thread's own Django connection object, never connected: its
+    settings (the same dictionary as Django's, so the test runner's
+    database name shows), its vendor and its SQL operations. From the event
+    loop, ``connections[alias]`` would build one for every request, since
+    Django keeps connections per asynchronous context."""
+
+    wrapper: Any = None
+
+
+_wrapper = _Wrapper()
+
+
 def _django() -> Any:
-    return connections[StoredResponse.objects.db]
+    if _wrapper.wrapper is None:
+        _wrapper.wrapper = connections.create_connection(router.db_for_write(StoredResponse))
+    return _wrapper.wrapper
 
 
 def _values(connection: Any, row: tuple[Any, ...]) -> tuple[Any, ...]:
