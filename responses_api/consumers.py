@@ -104,6 +104,8 @@ class ApiConsumer:
             await _run(call, match.handler, task, listener)
         finally:
             listener.cancel()
+            if exchange.releases:
+                await exchange.give_back_held()
 
 
 async def _refuse(call: Call, error: ApiError) -> None:

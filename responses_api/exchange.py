@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from responses_api import redis_conn
 from responses_api.metrics import request_observe
 from responses_api.spend import spend_settle
 from responses_api.usage import sink
@@ -95,6 +96,9 @@ class Exchange:
     # exchange: its cancellation then ends it as a 503, not a 499.
     shutdown: bool = False
     submitted: bool = False
+    # What the request holds in Redis (its backend slot, its rate-limit
+    # leases), given back in the round trip that hands its row over.
+    releases: list[redis_conn.Release] | None = None
 
     # --- what the layers record -------------------------------------------
 
@@ -237,6 +241,23 @@ class Exchange:
             "finished_at": time.time(),
         }
 
+    async def give_back(self, release: redis_conn.Release) -> None:
+        """Give ``release`` back with the row, one round trip for both; at
+        once when the row is gone already or there will be none."""
+        if self.submitted or self.caller is None:
+            await asyncio.shield(redis_conn.run_releases([release]))
+        elif self.releases is None:
+            self.releases = [release]
+        else:
+            self.releases.append(release)
+
+    async def give_back_held(self) -> None:
+        """What a request that ended without its row still holds, on its
+        own round trip (the row's ending failed before handing it over)."""
+        releases, self.releases = self.releases, None
+        if releases:
+            await asyncio.shield(redis_conn.run_releases(releases))
+
     async def submit(self) -> None:
         """Hand the row over (once; none for an unauthenticated request)."""
         if self.submitted or self.caller is None:
@@ -246,12 +267,32 @@ class Exchange:
         # The month's spend counters take the row's cost and tokens in the
         # round trip that hands the row over.
         settle = spend_settle(self.spend, row) if self.spend is not None else []
-        appending = sink.submit(row, scripts=settle) if settle else sink.submit(row)
-        if appending is not None:
+        releases = self.releases
+        if releases is not None:
+            self.releases = None
             # Shielded: a disconnect arriving now must not cut the row off half-sent.
-            await asyncio.shield(appending)
+            await asyncio.shield(_hand_over(row, settle, releases))
+        else:
+            appending = sink.submit(row, scripts=settle) if settle else sink.submit(row)
+            if appending is not None:
+                await asyncio.shield(appending)
         request_observe(row=row)
         log.info("request", extra={"switchyard": {k: row[k] for k in _LOG_FIELDS}})
+
+
+async def _hand_over(
+    row: dict[str, Any],
+    scripts: list[redis_conn.ScriptCall],
+    releases: list[redis_conn.Release],
+) -> None:
+    then = [command for release in releases for command in release.commands]
+    try:
+        appending = sink.submit(row, scripts=scripts, then=then)
+        if appending is not None:
+            await appending
+    finally:
+        # Waiters for a released slot look again only once it is free.
+        redis_conn.released(releases)
 
 
 _LOG_FIELDS = (

@@ -10,8 +10,9 @@ on the organisation as a whole, all of its keys together
 
 Tokens are unknown when a request is admitted, so admission counts an
 estimate of the input (a quarter of the body's bytes) and must fit in what is
-left of the minute; when the request ends, :func:`limits_settle` corrects the
-window by the difference with the real input + output tokens.
+left of the minute; when the request ends, :func:`limits_release` corrects the
+window by the difference with the real input + output tokens, in the round
+trip that hands the request's usage row over.
 
 All checks and increments of one request are one atomic step: a Lua script
 in Redis when ``REDIS_URL`` is set (so every web process shares the counts),
@@ -315,22 +316,31 @@ async def limits_admit(*, caller: Caller, estimate: int) -> Admission | None:
     return limits_outcome(plan, verdict, used)
 
 
-async def limits_settle(*, admission: Admission, tokens: int) -> None:
-    """Release the concurrency lease and put the real token count in the window."""
+def limits_release(*, admission: Admission, tokens: int) -> redis_conn.Release | None:
+    """Release the concurrency lease and put the real token count in the
+    window: applied now without Redis (None); with Redis, the commands to
+    send in a round trip the request makes anyway (its usage row's).
+    Settles once: None the second time."""
     if admission.settled:
-        return
+        return None
     admission.settled = True
     correction = tokens - admission.estimate
     if not redis_conn.enabled():
         _local.settle(admission, correction)
-        return
-    async with redis_conn.async_client().pipeline(transaction=False) as pipe:
-        for scope in admission.scopes:
-            _, t, c = _keys(scope, admission.window)
-            if correction and scope.tpm:
-                pipe.incrby(t, correction)
-                pipe.expire(t, WINDOW * 2)
-            if scope.concurrency:
-                redis_conn.leases.drop(c, admission.lease_id)
-                pipe.zrem(c, admission.lease_id)
-        await pipe.execute()
+        return None
+    commands: list[tuple[Any, ...]] = []
+    for scope in admission.scopes:
+        _, t, c = _keys(scope, admission.window)
+        if correction and scope.tpm:
+            commands += [("INCRBY", t, correction), ("EXPIRE", t, WINDOW * 2)]
+        if scope.concurrency:
+            redis_conn.leases.drop(c, admission.lease_id)
+            commands.append(("ZREM", c, admission.lease_id))
+    return redis_conn.Release(commands)
+
+
+async def limits_settle(*, admission: Admission, tokens: int) -> None:
+    """:func:`limits_release` on a round trip of its own."""
+    release = limits_release(admission=admission, tokens=tokens)
+    if release is not None:
+        await redis_conn.run_releases([release])

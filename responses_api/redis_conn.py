@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import weakref
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -109,6 +109,33 @@ async def run_batch(
         if isinstance(result, Exception):
             raise result
     return results[: len(scripts)], results[len(scripts) :]
+
+
+@dataclass(slots=True)
+class Release:
+    """What a request gives back as it ends (a lease, a rate-limit window's
+    correction): plain commands, sent after its usage row in the round trip
+    that hands the row over, and what to do once they ran (wake the
+    process's requests waiting for the slot)."""
+
+    commands: list[tuple[Any, ...]]
+    done: list[Callable[[], None]] = field(default_factory=list)
+
+
+async def run_releases(releases: Sequence[Release]) -> None:
+    """Releases on their own round trip (a request ending without a row)."""
+    commands = [command for release in releases for command in release.commands]
+    try:
+        if commands:
+            await run_batch(commands)
+    finally:
+        released(releases)
+
+
+def released(releases: Sequence[Release]) -> None:
+    for release in releases:
+        for done in release.done:
+            done()
 
 
 def sync_client() -> Any:

@@ -11,7 +11,6 @@ its answer as a stream (``relay_stream``) or as one JSON body
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import orjson
@@ -27,7 +26,7 @@ from responses_api.catalog import ModelEntry, get_catalog
 from responses_api.errors import ApiError, from_validation_error, invalid, param_path, too_deep
 from responses_api.exchange import Exchange
 from responses_api.protocol import CreateResponse
-from responses_api.ratelimit import estimate_tokens, limits_settle
+from responses_api.ratelimit import estimate_tokens, limits_release
 from responses_api.reasoning_seal import reasoning_seal
 from responses_api.relay_json import read_answer
 from responses_api.relay_stream import relay_stream
@@ -109,7 +108,9 @@ async def create_response(call: Call) -> Reply | None:
             # Input tokens the backend never reported (a cancelled request)
             # stay counted at the admission estimate.
             used = (exchange.input_tokens or admission.estimate) + exchange.output_tokens
-            await asyncio.shield(limits_settle(admission=admission, tokens=used))
+            release = limits_release(admission=admission, tokens=used)
+            if release is not None:
+                await exchange.give_back(release)
     return None
 
 

@@ -441,24 +441,34 @@ class UsageSink:
             self._task = loop.create_task(self._run(), name="switchyard-usage-writer")
 
     def submit(
-        self, row: dict[str, Any], scripts: Sequence[redis_conn.ScriptCall] = ()
+        self,
+        row: dict[str, Any],
+        scripts: Sequence[redis_conn.ScriptCall] = (),
+        then: Sequence[Sequence[Any]] = (),
     ) -> Awaitable[None] | None:
         """Hand a row over: the append to the Redis stream to await, or None
         when the row is already held in memory (the embedded default), so
-        that case costs the request no task. ``scripts`` go to Redis in the
-        append's round trip (the spend counters' increments)."""
+        that case costs the request no task. ``scripts`` (the spend
+        counters' increments) and ``then`` (commands giving back what the
+        request held) go to Redis in the append's round trip, ``then`` after
+        the row: a connection lost half-way keeps a lease (it expires) rather
+        than the row."""
         self._ensure_task()
         if settings.REDIS_URL:
-            return self._append(row, scripts)
+            return self._append(row, scripts, then)
         self.pending.append(row)
         self._wake_writer()
         return None
 
     async def _append(
-        self, row: dict[str, Any], scripts: Sequence[redis_conn.ScriptCall] = ()
+        self,
+        row: dict[str, Any],
+        scripts: Sequence[redis_conn.ScriptCall] = (),
+        then: Sequence[Sequence[Any]] = (),
     ) -> None:
-        if scripts:
-            await redis_conn.run_batch([("XADD", STREAM, "*", "r", encode_row(row))], scripts)
+        if scripts or then:
+            commands = [("XADD", STREAM, "*", "r", encode_row(row)), *then]
+            await redis_conn.run_batch(commands, scripts)
         else:
             await redis_conn.async_client().xadd(STREAM, {"r": encode_row(row)})
         self._wake_writer()

@@ -8,7 +8,10 @@ anything was relayed* is not the client's problem: the request is tried on
 another eligible backend, at most ``MAX_ATTEMPTS`` times in all, with the
 chat body translated once (``ChatDraft.for_route``). What the block does
 with the answer is the caller's; failover only closes the answer and
-releases the backend's slot when the block ends, however it ends.
+releases the backend's slot when the block ends, however it ends. With
+Redis the slot of the backend that answered is released in the round trip
+that hands the request's usage row over (``Exchange.give_back``): the
+request ends with the block.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ async def upstream(
         if lease is None:
             break
         route = lease.route
+        answered = False
         try:
             plan = draft.for_route(
                 upstream_model=route.upstream_name,
@@ -82,12 +86,18 @@ async def upstream(
                         # Remembered for AFFINITY_SECONDS from the first answer; a
                         # conversation longer than that is placed afresh once.
                         await router.remember(affinity, route.backend.id)
+                    answered = True
                     yield Attempt(route, plan, answer)
                     return
                 finally:
                     answer.close()
         finally:
-            if not router.release_nowait(lease):
+            # The request ends with the block that had an answer: its slot
+            # goes back with the usage row. One that failed over is freed now.
+            release = router.release_later(lease) if answered else None
+            if release is not None:
+                await exchange.give_back(release)
+            elif not router.release_nowait(lease):
                 await asyncio.shield(router.release(lease))
         tried.add(route.backend.id)
         if pinned:

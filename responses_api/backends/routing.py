@@ -435,6 +435,19 @@ class Router:
         self._wake_waiters()
         return True
 
+    def release_later(self, lease: Lease) -> redis_conn.Release | None:
+        """Release as commands for a round trip the request makes anyway
+        (its usage row's), or None when it was released now (already, or
+        the process's own counts). The lease stops being renewed at once:
+        if the commands never go, it expires."""
+        if self.release_nowait(lease):
+            return None
+        lease.released = True
+        in_flight_add(backend=lease.route.backend.name, delta=-1)
+        key = _inflight_key(lease.route.backend.id)
+        redis_conn.leases.drop(key, lease.id)
+        return redis_conn.Release([("ZREM", key, lease.id)], [self._wake_waiters])
+
     async def mark_suspect(self, backend_id: str) -> None:
         await self.state.mark_suspect(backend_id)
 

@@ -13,7 +13,7 @@ import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.test import override_settings
 
-from responses_api import catalog
+from responses_api import catalog, redis_conn
 from responses_api import exchange as exchange_module
 from responses_api.backends.client import close_clients
 from responses_api.consumers import ApiConsumer
@@ -30,8 +30,10 @@ def rows(monkeypatch) -> list[dict[str, Any]]:
     handed: list[dict[str, Any]] = []
 
     class Sink:
-        def submit(self, row: dict[str, Any]) -> None:
+        def submit(self, row: dict[str, Any], scripts=(), then=()):
             handed.append(row)
+            # What the request gives back with its row (with Redis) still goes.
+            return redis_conn.run_batch(then) if then else None
 
     monkeypatch.setattr(exchange_module, "sink", Sink())
     return handed
