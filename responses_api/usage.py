@@ -153,6 +153,12 @@ class _Insert:
 
     # SQLite takes at most 32,766 parameters per statement.
     MAX_PARAMS = 30_000
+    # psycopg's client-side binding parses a statement's text again on each
+    # execution, at a cost that grows faster than its length: 128 rows in
+    # one statement cost 135 µs of CPU per row, in statements of 16 rows
+    # 85 µs (4 to 16 are as good; 1 row, 100 µs). SQLite is the same at any
+    # size.
+    ROWS_PER_STATEMENT = {"postgresql": 16}
 
     def __init__(self) -> None:
         from responses_api.models import UsageLog
@@ -205,7 +211,11 @@ class _Insert:
         inserted: set[uuid.UUID] = set()
         with connection.cursor() as cursor:
             raw = connection.connection if connection.vendor == "sqlite" else None
-            for start, size in _chunks(len(prepared), self.MAX_PARAMS // len(columns)):
+            most = min(
+                self.MAX_PARAMS // len(columns),
+                self.ROWS_PER_STATEMENT.get(connection.vendor, self.MAX_PARAMS),
+            )
+            for start, size in _chunks(len(prepared), most):
                 chunk = prepared[start : start + size]
                 params = [
                     convert(data[name] if name in data else default())

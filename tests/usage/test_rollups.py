@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
+from django.db import connection
 
 from responses_api import histogram, rollups, usage
 from responses_api.models import UsageDaily, UsageHourly, UsageLog
@@ -217,3 +218,20 @@ def test_a_batch_is_inserted_by_statements_of_a_few_sizes(count):
         sum(s for _, s in chunks[:i]) for i in range(len(chunks))
     ]
     assert all(size & (size - 1) == 0 and size <= 512 for _, size in chunks)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="psycopg's statement parsing")
+def test_postgresql_takes_usage_rows_sixteen_to_a_statement(people):
+    """psycopg parses a statement's text on each execution at a cost that
+    grows faster than its length: a batch goes in statements of 16 rows."""
+    from django.test.utils import CaptureQueriesContext
+
+    rows = [a_row(people["acme"].id) for _ in range(40)]
+    with CaptureQueriesContext(connection) as queries:
+        assert usage.write_rows(rows) == []
+    table = UsageLog._meta.db_table
+    inserts = [
+        q["sql"] for q in queries.captured_queries if q["sql"].startswith(f'INSERT INTO "{table}"')
+    ]
+    assert [s.count("), (") + 1 for s in inserts] == [16, 16, 8]
+    assert UsageLog.objects.count() == 40
