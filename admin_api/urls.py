@@ -8,6 +8,10 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView
 from rest_framework.routers import SimpleRouter
 
+# Registers the schema's extensions (the admin-key scheme, the constant
+# fields) before anything can generate the schema; ``config/urls.py`` loads
+# this module on the management API's first request, not at start-up.
+from admin_api import schema  # noqa: F401
 from admin_api.errors import not_found_view
 from admin_api.views.accounts import (
     ApiKeyViewSet,

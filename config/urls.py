@@ -10,8 +10,11 @@ urlpatterns = [
     # The API itself is routed to its consumer in config/asgi.py, except these two.
     re_path(r"^(?:api/)?v1/openapi\.json$", views.openapi_json),
     re_path(r"^(?:api/)?v1/docs/?$", views.api_docs),
-    # The management API; config/asgi.py routes this prefix to Django.
-    path("api/v1/admin/", include("admin_api.urls")),
+    # The management API; config/asgi.py routes this prefix to Django. Named,
+    # not imported: Django imports it on its first request (or the first
+    # ``reverse()``), so that a web process serving only inference does not
+    # carry DRF and drf-spectacular (20 MB of its memory).
+    path("api/v1/admin/", ("admin_api.urls", "admin_api", "admin_api")),
     path("admin/", admin.site.urls),
     path("console/", include("console.urls")),
     path("", views.home),
