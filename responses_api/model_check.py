@@ -23,7 +23,7 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
-import httpx
+import aiohttp
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
@@ -342,10 +342,14 @@ async def _sim_stats(url: str | None) -> dict[str, Any] | None:
     if url is None:
         return None
     try:
-        async with httpx.AsyncClient(timeout=3) as client:
-            reply = await client.get(url)
-        data = reply.json() if reply.status_code == 200 else None
-    except (httpx.HTTPError, ValueError):
+        # aiohttp, the backends' own client: httpx would load its command
+        # line (rich, pygments) into every web process that lists models.
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session,
+            session.get(url) as reply,
+        ):
+            data = await reply.json(content_type=None) if reply.status == 200 else None
+    except (aiohttp.ClientError, TimeoutError, ValueError):
         return None
     return data if isinstance(data, dict) and "disconnects" in data else None
 

@@ -56,6 +56,9 @@ def test_every_capability_passes_against_the_simulator(provision, sim_windowed):
     assert failed == []
     assert [r["name"] for r in check.results] == list(NAMES)
     assert not any(r["skipped"] for r in check.results)
+    # The simulator's own counter proves the abort (read over HTTP).
+    (cancellation,) = [r for r in check.results if r["name"] == "cancellation"]
+    assert cancellation["detail"] == "the backend saw the disconnect"
     assert check.passed and check.backend == tenant.backend
     assert ModelCheck.objects.get() == check
     # Its own key, revoked after; every row it left is marked as a check.
