@@ -84,11 +84,12 @@ DOCS_PAGE = """<!doctype html>
 
 def docs_page(*, schema_url: str, title: str) -> HttpResponse:
     """An interactive reference of the schema at ``schema_url``, rendered in
-    the browser from the vendored Swagger UI: nothing comes from another host."""
+    the browser from Swagger UI as the pinned ``drf-spectacular-sidecar``
+    serves it among the static files: nothing comes from another host."""
     from django.templatetags.static import static
     from django.utils.html import escape
 
-    vendor = "apidocs/swagger-ui-5.35.0/"
+    vendor = "drf_spectacular_sidecar/swagger-ui-dist/"
     page = DOCS_PAGE.format(
         title=escape(title),
         css=escape(static(vendor + "swagger-ui.css")),

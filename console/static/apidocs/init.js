@@ -1,5 +1,5 @@
-// Renders /api/v1/openapi.json with the vendored Swagger UI; nothing is
-// fetched from other hosts (no validator badge).
+// Renders /api/v1/openapi.json with Swagger UI from the static files
+// (drf-spectacular-sidecar); nothing is fetched from other hosts.
 window.addEventListener("load", function () {
   var root = document.getElementById("swagger-ui");
   window.ui = SwaggerUIBundle({
