@@ -129,11 +129,6 @@ def responses_insert(entries: Sequence[Entry]) -> None:
     response and its item ids; elsewhere two."""
     connection = connections[StoredResponse.objects.db]
     sql = statements(connection)
-    adapt = connection.ops.adapt_datetimefield_value
-
-    def values(row: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (*row[:8], adapt(row[8]), adapt(row[9]))
-
     if connection.vendor == "sqlite" and not connection.in_atomic_block:
         # The DB-API connection itself, with ``?`` placeholders: Django's
         # SQLite cursor rewrites ``%s`` with a regular expression on every
@@ -141,29 +136,48 @@ def responses_insert(entries: Sequence[Entry]) -> None:
         connection.ensure_connection()
         raw = connection.connection
         raw.execute("BEGIN IMMEDIATE")
-        try:
-            for row, items in entries:
-                raw.execute(sql[0], values(row))
-                if items:
-                    raw.executemany(sql[1], items)
-        except BaseException:
-            raw.execute("ROLLBACK")
-            raise
-        raw.execute("COMMIT")
+        sqlite_write(raw, connection, entries)
         return
     if connection.vendor == "postgresql" and len(entries) == 1:
-        (row, items), *_ = entries
         with connection.cursor() as cursor:  # one statement: atomic by itself
-            cursor.execute(sql[2], (*values(row), row[1], [i for _, _, i in items]))
+            cursor.execute(sql[2], postgres_params(connection, entries[0]))
         return
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-        for row, items in entries:
+        for entry in entries:
             if connection.vendor == "postgresql":
-                cursor.execute(sql[2], (*values(row), row[1], [i for _, _, i in items]))
+                cursor.execute(sql[2], postgres_params(connection, entry))
                 continue
-            cursor.execute(sql[0], values(row))
+            row, items = entry
+            cursor.execute(sql[0], row_values(connection, row))
             if items:
                 cursor.executemany(sql[1], items)
+
+
+def row_values(connection: Any, row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``row``'s values as ``connection`` takes them (its datetimes)."""
+    adapt = connection.ops.adapt_datetimefield_value
+    return (*row[:8], adapt(row[8]), adapt(row[9]))
+
+
+def postgres_params(connection: Any, entry: Entry) -> tuple[Any, ...]:
+    """The parameters of PostgreSQL's one statement for ``entry``."""
+    row, items = entry
+    return (*row_values(connection, row), row[1], [item_id for *_, item_id in items])
+
+
+def sqlite_write(raw: Any, connection: Any, entries: Sequence[Entry]) -> None:
+    """On the DB-API connection ``raw``, in the transaction its caller began:
+    the inserts, then the commit, or the rollback and the error."""
+    sql = statements(connection)
+    try:
+        for row, items in entries:
+            raw.execute(sql[0], row_values(connection, row))
+            if items:
+                raw.executemany(sql[1], items)
+    except BaseException:
+        raw.execute("ROLLBACK")
+        raise
+    raw.execute("COMMIT")
 
 
 def response_save(**kwargs: Any) -> None:

@@ -57,11 +57,6 @@ def _django() -> Any:
     return _wrapper.wrapper
 
 
-def _values(connection: Any, row: tuple[Any, ...]) -> tuple[Any, ...]:
-    adapt = connection.ops.adapt_datetimefield_value
-    return (*row[:8], adapt(row[8]), adapt(row[9]))
-
-
 class _Sqlite(threading.local):
     """One connection per thread (SQLite's connections stay on the thread
     that opened them), reopened when the database's name changes (the test
@@ -96,16 +91,7 @@ class _Sqlite(threading.local):
             connection.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError:
             return False  # another writer holds the database: not worth a wait here
-        sql = store.statements(django)
-        try:
-            for row, items in entries:
-                connection.execute(sql[0], _values(django, row))
-                if items:
-                    connection.executemany(sql[1], items)
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
+        store.sqlite_write(connection, django, entries)
         return True
 
 
@@ -147,16 +133,11 @@ class _Postgres:
         sql = store.statements(django)[2]
         try:
             if len(entries) == 1:  # one statement: atomic by itself
-                (row, items), *_ = entries
-                await connection.execute(
-                    sql, (*_values(django, row), row[1], [i for *_, i in items])
-                )
+                await connection.execute(sql, store.postgres_params(django, entries[0]))
                 return True
             async with connection.transaction():
-                for row, items in entries:
-                    await connection.execute(
-                        sql, (*_values(django, row), row[1], [i for *_, i in items])
-                    )
+                for entry in entries:
+                    await connection.execute(sql, store.postgres_params(django, entry))
             return True
         except psycopg.OperationalError:
             # The connection broke (the server restarted, the network):
@@ -180,10 +161,6 @@ def close() -> None:
     if _postgres.connection is not None:
         _postgres.connection.pgconn.finish()
         _postgres.connection = None
-
-
-def vendor() -> str:
-    return str(_django().vendor)
 
 
 def insert_now(entries: Sequence[store.Entry]) -> bool:
