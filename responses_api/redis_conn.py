@@ -82,33 +82,131 @@ def _sha(source: str) -> str:
 
 
 async def run_call(call: ScriptCall) -> Any:
-    return await run_script(call.source, call.keys, call.args)
+    """One script, in the round trip of the loop's turn (:func:`run_batch`)."""
+    return (await run_batch((), (call,)))[0][0]
 
 
 async def run_batch(
     commands: Sequence[Sequence[Any]], scripts: Sequence[ScriptCall] = ()
 ) -> tuple[list[Any], list[Any]]:
     """Scripts (by ``EVALSHA``) then plain commands, in one round trip:
-    ``(script results, command results)``.
+    ``(script results, command results)``; the first error is raised.
 
-    A script the server does not know yet did not run: it is loaded and run
-    again on its own (once per server and script). redis-py's own pipelined
-    scripts would instead ask ``SCRIPT EXISTS`` first, on every pipeline."""
+    The round trip is shared: every batch asked for in the same turn of the
+    event loop goes out in one pipeline on the next (:class:`_Batches`), so
+    requests ending together at high concurrency pay for one round trip, not
+    one each. A caller cancelled before its turn sends nothing."""
+    loop = asyncio.get_running_loop()
+    batches = _batches.get(loop)
+    if batches is None:
+        batches = _batches[loop] = _Batches(loop)
+    return await batches.add(commands, scripts)
+
+
+_Waiting = tuple[Sequence[Sequence[Any]], Sequence[ScriptCall], "asyncio.Future[Any]"]
+
+
+class _Batches:
+    """The batches waiting for the loop's next turn, and the task sending them."""
+
+    __slots__ = ("loop", "task", "waiting")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.waiting: list[_Waiting] = []
+        self.task: asyncio.Task[None] | None = None
+
+    def add(
+        self, commands: Sequence[Sequence[Any]], scripts: Sequence[ScriptCall]
+    ) -> asyncio.Future[Any]:
+        future = self.loop.create_future()
+        self.waiting.append((commands, scripts, future))
+        if self.task is None:
+            # Its first step runs on the loop's next turn, after everything
+            # that is ready now has added its batch.
+            self.task = task = self.loop.create_task(self._send())
+            # The loop holds tasks weakly: this one is held until it is done.
+            _sending.add(task)
+            task.add_done_callback(_sending.discard)
+        return future
+
+    async def _send(self) -> None:
+        waiting, self.waiting, self.task = self.waiting, [], None
+        live = [entry for entry in waiting if not entry[2].done()]
+        if not live:
+            return
+        try:
+            results = await _pipeline(live)
+        except BaseException as exc:
+            for _, _, future in live:
+                if future.done():
+                    continue
+                if isinstance(exc, asyncio.CancelledError):
+                    future.cancel()
+                else:
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        at = 0
+        for commands, scripts, future in live:
+            mine = results[at : at + len(scripts) + len(commands)]
+            at += len(mine)
+            for i, call in enumerate(scripts):
+                if _no_script(mine[i]):
+                    try:
+                        mine[i] = await run_script(call.source, call.keys, call.args)
+                    except Exception as exc:  # noqa: BLE001 (the caller's to raise)
+                        mine[i] = exc
+            if future.done():
+                continue
+            error = next((r for r in mine if isinstance(r, Exception)), None)
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result((mine[: len(scripts)], mine[len(scripts) :]))
+
+
+_sending: set[asyncio.Task[None]] = set()
+_batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batches] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _no_script(result: Any) -> bool:
     import redis.exceptions
 
-    async with async_client().pipeline(transaction=False) as pipe:
-        for call in scripts:
-            pipe.execute_command("EVALSHA", call.sha, len(call.keys), *call.keys, *call.args)
-        for command in commands:
-            pipe.execute_command(*command)
-        results = await pipe.execute(raise_on_error=False)
-    for i, call in enumerate(scripts):
-        if isinstance(results[i], redis.exceptions.NoScriptError):
-            results[i] = await run_call(call)
-    for result in results:
-        if isinstance(result, Exception):
-            raise result
-    return results[: len(scripts)], results[len(scripts) :]
+    return isinstance(result, redis.exceptions.NoScriptError)
+
+
+async def _pipeline(batches: Sequence[_Waiting]) -> list[Any]:
+    """Every batch's scripts and commands in one round trip, each result in
+    its place (errors too). redis-py's own pipelined scripts would ask
+    ``SCRIPT EXISTS`` first, on every pipeline; a lone command skips the
+    pipeline's machinery."""
+    client = async_client()
+    if len(batches) == 1 and len(batches[0][0]) + len(batches[0][1]) == 1:
+        commands, scripts, _ = batches[0]
+        command = commands[0] if commands else _evalsha(scripts[0])
+        try:
+            return [await client.execute_command(*command)]
+        except Exception as exc:
+            import redis.exceptions
+
+            if isinstance(exc, redis.exceptions.ResponseError):
+                return [exc]
+            raise
+    async with client.pipeline(transaction=False) as pipe:
+        for commands, scripts, _ in batches:
+            for call in scripts:
+                pipe.execute_command(*_evalsha(call))
+            for command in commands:
+                pipe.execute_command(*command)
+        return list(await pipe.execute(raise_on_error=False))
+
+
+def _evalsha(call: ScriptCall) -> tuple[Any, ...]:
+    return ("EVALSHA", call.sha, len(call.keys), *call.keys, *call.args)
 
 
 @dataclass(slots=True)

@@ -476,11 +476,8 @@ class UsageSink:
         scripts: Sequence[redis_conn.ScriptCall] = (),
         then: Sequence[Sequence[Any]] = (),
     ) -> None:
-        if scripts or then:
-            commands = [("XADD", STREAM, "*", "r", encode_row(row)), *then]
-            await redis_conn.run_batch(commands, scripts)
-        else:
-            await redis_conn.async_client().xadd(STREAM, {"r": encode_row(row)})
+        # In the round trip of every request ending in the same turn of the loop.
+        await redis_conn.run_batch([("XADD", STREAM, "*", "r", encode_row(row)), *then], scripts)
         self._wake_writer()
 
     def _wake_writer(self) -> None:

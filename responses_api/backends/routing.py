@@ -237,7 +237,7 @@ class RedisState:
         first = (preferred + 1) if preferred is not None else 0
         args = [now, redis_conn.leases.expiry(now), lease_id, first]
         args += [random.getrandbits(30), *(r.backend.max_concurrency for r in routes)]
-        choice = int(await redis_conn.run_script(_CLAIM, keys, args))
+        choice = int(await redis_conn.run_call(redis_conn.ScriptCall(_CLAIM, keys, args)))
         if not choice:
             return None
         redis_conn.leases.hold(keys[2 * choice - 2], lease_id)

@@ -77,3 +77,39 @@ def test_rate_limits_are_settled_in_the_rows_round_trip(provision, simulator, ro
     assert row[0] == "XADD"
     assert sorted(row[1:]) == sorted(["ZREM", "ZREM", "INCRBY", "EXPIRE"])
     assert not redis_conn.leases.held
+
+
+def test_batches_asked_for_together_share_one_round_trip(round_trips):
+    """What requests ask for in the same turn of the loop goes out in one
+    pipeline; each gets its own results, and its own error only."""
+    import asyncio
+
+    import redis.exceptions
+
+    async def main():
+        await redis_conn.async_client().delete("sy:test:n", "sy:test:text")
+        await redis_conn.run_batch([("SET", "sy:test:text", "x")])
+        round_trips.clear()
+        counts = [("INCRBY", "sy:test:n", 1)]
+        results = await asyncio.gather(
+            redis_conn.run_batch(counts),
+            redis_conn.run_batch([("INCRBY", "sy:test:text", 1)]),
+            redis_conn.run_batch([*counts, ("GET", "sy:test:n")]),
+            return_exceptions=True,
+        )
+        trips = list(round_trips)
+        # A caller cancelled before its turn sends nothing.
+        gone = asyncio.ensure_future(redis_conn.run_batch(counts))
+        await asyncio.sleep(0)
+        gone.cancel()
+        kept = await redis_conn.run_batch([("GET", "sy:test:n")])
+        await redis_conn.async_client().delete("sy:test:n", "sy:test:text")
+        return results, trips, kept
+
+    results, trips, kept = run(main())
+    assert trips[0] == ["INCRBY", "INCRBY", "INCRBY", "GET"]
+    assert len(trips) == 1
+    assert results[0] == ([], [1])
+    assert isinstance(results[1], redis.exceptions.ResponseError)
+    assert results[2] == ([], [2, b"2"])
+    assert kept == ([], [b"2"])
