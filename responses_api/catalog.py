@@ -29,6 +29,12 @@ class BackendEntry:
     max_concurrency: int
     extra_body: dict[str, Any]
     version: str
+    # Whether requests on it must hold a lease in the shared in-flight
+    # counts: it has a concurrency limit, or a model with several backends
+    # compares its load with theirs (models of any organisation, a shared
+    # backend serving several). Nothing else reads those counts, so a request
+    # on an unlimited backend that nothing compares costs no round trip.
+    counted: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +89,7 @@ def forget(organisation_id: int | None = None) -> None:
         _cache.pop(organisation_id, None)
 
 
-def _backend_entry(backend) -> BackendEntry:
+def _backend_entry(backend, compared: set[Any]) -> BackendEntry:
     return BackendEntry(
         id=str(backend.id),
         name=backend.name,
@@ -95,6 +101,24 @@ def _backend_entry(backend) -> BackendEntry:
         max_concurrency=backend.max_concurrency,
         extra_body=dict(backend.extra_body or {}),
         version=backend.version,
+        counted=backend.max_concurrency > 0 or backend.id in compared,
+    )
+
+
+def _compared(backend_ids: set[Any]) -> set[Any]:
+    """Those of the backends that serve, beside another backend, a model of
+    any organisation (so that model's routing compares their loads)."""
+    from django.db.models import Count
+
+    from responses_api.models import Deployment, ServedModel
+
+    if not backend_ids:
+        return set()
+    several = ServedModel.objects.annotate(n=Count("deployments")).filter(n__gte=2)
+    return set(
+        Deployment.objects.filter(backend_id__in=backend_ids, model__in=several.values("id"))
+        .values_list("backend_id", flat=True)
+        .distinct()
     )
 
 
@@ -106,9 +130,11 @@ def load_catalog(organisation_id: int) -> Catalog:
     queryset = ServedModel.objects.filter(organisation_id=organisation_id).prefetch_related(
         "deployments__backend"
     )
-    for model in queryset:
+    served = list(queryset)
+    compared = _compared({d.backend_id for m in served for d in m.deployments.all()})
+    for model in served:
         routes = tuple(
-            Route(_backend_entry(d.backend), d.upstream_name)
+            Route(_backend_entry(d.backend, compared), d.upstream_name)
             for d in model.deployments.all()
             if d.backend.organisation_id in (None, organisation_id)
         )

@@ -38,6 +38,16 @@ def _forget(organisation_id: int | None) -> None:
     catalog.forget(organisation_id)
 
 
+def _forget_deployed(model: ServedModel, backend: Backend) -> None:
+    # Whether a backend's load is counted depends on how many backends each
+    # model it serves has (``catalog.BackendEntry.counted``): a model on a
+    # shared backend changes that for every organisation using it.
+    shared = backend.organisation_id is None or (
+        model.deployments.filter(backend__organisation__isnull=True).exists()
+    )
+    _forget(None if shared else model.organisation_id)
+
+
 def _raise(errors: Errors) -> None:
     if errors:
         raise ValidationError(errors)
@@ -483,7 +493,7 @@ def deployment_set(
     deployment, _ = Deployment.objects.update_or_create(
         model=model, backend=backend, defaults={"upstream_name": upstream_name}
     )
-    _forget(model.organisation_id)
+    _forget_deployed(model, backend)
     audit_record(
         organisation=model.organisation,
         actor=actor,
@@ -498,7 +508,7 @@ def deployment_set(
 def deployment_remove(*, model: ServedModel, backend: Backend, actor: Actor) -> None:
     """``backend`` no longer serves ``model``."""
     deleted, _ = Deployment.objects.filter(model=model, backend=backend).delete()
-    _forget(model.organisation_id)
+    _forget_deployed(model, backend)
     if deleted:
         audit_record(
             organisation=model.organisation,

@@ -11,13 +11,14 @@ full the request waits for a slot, up to ``SWITCHYARD_QUEUE_TIMEOUT`` seconds.
 In-flight counts, suspect marks and affinity are shared by all web processes
 through Redis when ``REDIS_URL`` is set (:class:`RedisState`), else kept in
 the process (:class:`LocalState`, the embedded default runs one process).
-In Redis every request holds a *lease*: a member of the backend's sorted set
+In Redis a request holds a *lease*: a member of the backend's sorted set
 whose score is its expiry, renewed while the request runs
 (:class:`responses_api.redis_conn.LeaseKeeper`); a process that dies without
 releasing its leases stops renewing them, and its slots come back after at
-most 30 s. The choice
-and the claim of a slot are one Lua script, so two processes never both take
-a backend's last slot.
+most 30 s. The choice and the claim of a slot are one Lua script, so two
+processes never both take a backend's last slot. A backend without a limit
+whose load no multi-backend model compares is not counted at all
+(``BackendEntry.counted``): its requests hold no lease.
 """
 
 from __future__ import annotations
@@ -365,6 +366,11 @@ class Router:
         routes = self.candidates(model, pinned=pinned, exclude=exclude or set())
         if not routes:
             raise no_backend(model, "every backend failed for this request")
+        if len(routes) == 1 and not routes[0].backend.counted:
+            # Unlimited, and no other backend's load is compared with its:
+            # a count nobody reads is not kept (a round trip in production).
+            in_flight_add(backend=routes[0].backend.name, delta=1)
+            return Lease(routes[0], queue_wait_ms=0.0, id="", affine=True)
         state = self.state
         preferred = None
         # A model on one backend has nowhere else to send a conversation:
@@ -426,6 +432,10 @@ class Router:
         released, or the process's own counts); False when ``release`` must
         be awaited (Redis)."""
         if lease.released:
+            return True
+        if not lease.route.backend.counted:
+            lease.released = True
+            in_flight_add(backend=lease.route.backend.name, delta=-1)
             return True
         if redis_conn.enabled():
             return False

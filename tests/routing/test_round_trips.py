@@ -69,6 +69,20 @@ def test_a_request_without_limits_claims_a_slot_then_hands_its_row_over_with_it(
     assert requests(tenant.key, round_trips, stream=stream) == [["EVALSHA"], ["XADD", "ZREM"]]
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_an_unlimited_backend_nothing_compares_holds_no_slot(
+    provision, simulator, round_trips, stream
+):
+    from responses_api.services import backend_ensure
+
+    tenant = provision("acme", simulator.url)
+    backend_ensure(
+        organisation=tenant.organisation, name="sim", base_url=simulator.url, max_concurrency=0
+    )
+    assert requests(tenant.key, round_trips, stream=stream) == [["XADD"]]
+    assert not redis_conn.leases.held
+
+
 def test_rate_limits_are_settled_in_the_rows_round_trip(provision, simulator, round_trips):
     tenant = provision("acme", simulator.url, rpm=1000, tpm=1_000_000, concurrency=10)
     admit, claim, row = requests(tenant.key, round_trips, stream=False)

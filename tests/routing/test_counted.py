@@ -1,0 +1,73 @@
+"""Which backends' in-flight counts are kept (``BackendEntry.counted``):
+those with a concurrency limit, and those whose load a model with several
+backends compares, whichever organisation that model belongs to."""
+
+from __future__ import annotations
+
+import pytest
+
+from accounts.audit import CLI
+from responses_api import catalog
+from responses_api.services import backend_ensure, deployment_set, model_ensure
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_catalogue():
+    catalog.forget()
+    yield
+    catalog.forget()
+
+
+def counted(organisation_id: int) -> dict[tuple[str, str], bool]:
+    entries = catalog.load_catalog(organisation_id).models
+    return {(m.public_id, r.backend.name): r.backend.counted for m in entries for r in m.routes}
+
+
+def backend(organisation, name: str, limit: int):
+    made, _ = backend_ensure(
+        organisation=organisation,
+        name=name,
+        base_url="http://127.0.0.1:9/v1",
+        max_concurrency=limit,
+    )
+    return made
+
+
+def test_a_limit_or_a_second_backend_makes_a_backend_counted(people):
+    acme = people["acme"]
+    free, limited, other = (
+        backend(acme, "free", 0),
+        backend(acme, "limited", 4),
+        backend(acme, "other", 0),
+    )
+    model_ensure(organisation=acme, public_id="alone", backend=free)
+    model_ensure(organisation=acme, public_id="capped", backend=limited)
+    assert counted(acme.id) == {("alone", "free"): False, ("capped", "limited"): True}
+
+    # Another model compares "free" with "other": "alone" now counts too.
+    pair, _ = model_ensure(organisation=acme, public_id="pair", backend=free)
+    assert catalog.load_catalog(acme.id).by_name["alone"].routes[0].backend.counted is False
+    deployment_set(model=pair, backend=other, actor=CLI, upstream_name="pair")
+    assert counted(acme.id) == {
+        ("alone", "free"): True,
+        ("capped", "limited"): True,
+        ("pair", "free"): True,
+        ("pair", "other"): True,
+    }
+
+
+def test_a_shared_backend_compared_in_another_organisation_is_counted_everywhere(people):
+    acme, globex = people["acme"], people["globex"]
+    shared, spare = backend(None, "shared", 0), backend(globex, "spare", 0)
+    model_ensure(organisation=acme, public_id="m", backend=shared)
+    theirs, _ = model_ensure(organisation=globex, public_id="m", backend=shared)
+    assert counted(acme.id) == {("m", "shared"): False}
+    cached = catalog._cache  # what get_catalog serves from
+    cached[acme.id] = (float("inf"), 0.0, catalog.load_catalog(acme.id))
+
+    deployment_set(model=theirs, backend=spare, actor=CLI, upstream_name="m")
+    # A shared backend's deployments drop every organisation's catalogue.
+    assert acme.id not in cached
+    assert counted(acme.id) == {("m", "shared"): True}
