@@ -1,9 +1,12 @@
 """API-key authentication for the API (SPEC §4.2), served from a short cache.
 
-A hit costs a dict lookup; a miss is one indexed query on the key's hash.
-Revocation through :func:`accounts.services.api_key_revoke` drops the entry
-in that process at once; other processes see it within
-``SWITCHYARD_AUTH_CACHE_SECONDS``.
+A hit costs a dict lookup; a miss is one indexed query on the key's hash,
+one per key however many requests miss at once. An entry expired less than
+``SWITCHYARD_AUTH_CACHE_SECONDS`` ago is still used while it is reloaded
+(:mod:`responses_api.flight`). Revocation through
+:func:`accounts.services.api_key_revoke` drops the entry in that process at
+once; other processes see it within ``SWITCHYARD_AUTH_CACHE_SECONDS`` of
+their entry's last load, plus that reload's time.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from django.utils import timezone
 from accounts.keys import hash_key, looks_like_key
 from accounts.models import ApiKey
 from responses_api.errors import ApiError
+from responses_api.flight import Flights
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +81,16 @@ def key_from_headers(headers: dict[bytes, bytes]) -> str | None:
     return None
 
 
+# Loads in progress, by hash (responses_api.flight), and how many times an
+# entry was dropped: a load that began before a revocation must not put the
+# key back.
+_flights = Flights("API key cache")
+_forgotten = 0
+
+
 def forget_key(key_hash: str) -> None:
+    global _forgotten
+    _forgotten += 1
     _cache.pop(key_hash, None)
     _refused.pop(key_hash, None)
 
@@ -126,8 +139,13 @@ def cached_caller(raw: str | None) -> Caller | None:
     key_hash = hash_key(raw)
     now = time.monotonic()
     hit = _cache.get(key_hash)
-    if hit is not None and hit[0] > now:
-        return _checked(hit[1])
+    if hit is not None:
+        if hit[0] > now:
+            return _checked(hit[1])
+        if hit[0] + settings.SWITCHYARD_AUTH_CACHE_SECONDS > now:
+            # Expired moments ago: still used while one reload runs for all.
+            _flights.refresh(key_hash, lambda: _reload(key_hash))
+            return _checked(hit[1])
     refused = _refused.get(key_hash)
     if refused is not None:
         if refused > now:
@@ -137,13 +155,20 @@ def cached_caller(raw: str | None) -> Caller | None:
 
 
 async def authenticate(raw: str | None) -> Caller:
-    from asgiref.sync import sync_to_async
-
     caller = cached_caller(raw)
     if caller is not None:
         return caller
     key_hash = hash_key(raw or "")
+    return _checked(await _flights.join(key_hash, lambda: _reload(key_hash)))
+
+
+async def _reload(key_hash: str) -> Caller | None:
+    from asgiref.sync import sync_to_async
+
+    forgotten = _forgotten
     loaded = await sync_to_async(_load)(key_hash)
+    if forgotten != _forgotten:
+        return loaded  # revoked meanwhile: not cached
     now = time.monotonic()
     if loaded is None:
         _cache.pop(key_hash, None)
@@ -153,7 +178,7 @@ async def authenticate(raw: str | None) -> Caller:
             _refused.popitem(last=False)
     else:
         _cache[key_hash] = (now + settings.SWITCHYARD_AUTH_CACHE_SECONDS, loaded)
-    return _checked(loaded)
+    return loaded
 
 
 def _checked(caller: Caller | None) -> Caller:

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
+from responses_api.flight import Flights
 from responses_api.secrets import decrypt
 from responses_api.translate.request import ModelLimits
 
@@ -82,7 +83,15 @@ _cache: dict[int, tuple[float, float, Catalog]] = {}  # org → (expires, loaded
 MISS_RELOAD_AFTER = 0.05
 
 
+# Loads in progress, by organisation, and how many times entries were
+# dropped: a load that began before a change must not cache what it read.
+_flights = Flights("catalogue cache")
+_forgotten = 0
+
+
 def forget(organisation_id: int | None = None) -> None:
+    global _forgotten
+    _forgotten += 1
     if organisation_id is None:
         _cache.clear()
     else:
@@ -164,13 +173,29 @@ def load_catalog(organisation_id: int) -> Catalog:
 
 async def get_catalog(organisation_id: int, *, missing: str | None = None) -> Catalog:
     """The organisation's catalogue; ``missing`` names a model the caller did
-    not find in it, which reloads a catalogue that may predate that model."""
-    from asgiref.sync import sync_to_async
+    not find in it, which reloads a catalogue that may predate that model.
 
+    One load at a time per organisation, and a catalogue expired less than
+    ``SWITCHYARD_CATALOG_CACHE_SECONDS`` ago is served while it is reloaded
+    (:mod:`responses_api.flight`)."""
     now = time.monotonic()
     hit = _cache.get(organisation_id)
-    if hit is not None and hit[0] > now and (missing is None or now - hit[1] < MISS_RELOAD_AFTER):
-        return hit[2]
+    if hit is not None and (missing is None or now - hit[1] < MISS_RELOAD_AFTER):
+        if hit[0] > now:
+            return hit[2]
+        if hit[0] + settings.SWITCHYARD_CATALOG_CACHE_SECONDS > now:
+            _flights.refresh(organisation_id, lambda: _reload(organisation_id))
+            return hit[2]
+    return await _flights.join(organisation_id, lambda: _reload(organisation_id))
+
+
+async def _reload(organisation_id: int) -> Catalog:
+    from asgiref.sync import sync_to_async
+
+    forgotten = _forgotten
+    started = time.monotonic()
     catalog = await sync_to_async(load_catalog)(organisation_id)
-    _cache[organisation_id] = (now + settings.SWITCHYARD_CATALOG_CACHE_SECONDS, now, catalog)
+    if forgotten == _forgotten:  # else changed meanwhile: not cached
+        expires = started + settings.SWITCHYARD_CATALOG_CACHE_SECONDS
+        _cache[organisation_id] = (expires, started, catalog)
     return catalog

@@ -1,6 +1,8 @@
-"""Which backends' in-flight counts are kept (``BackendEntry.counted``):
-those with a concurrency limit, and those whose load a model with several
-backends compares, whichever organisation that model belongs to."""
+"""The catalogue cache: one load per organisation however many requests
+miss it together; and which backends' in-flight counts are kept
+(``BackendEntry.counted``): those with a concurrency limit, and those whose
+load a model with several backends compares, whichever organisation that
+model belongs to."""
 
 from __future__ import annotations
 
@@ -71,3 +73,27 @@ def test_a_shared_backend_compared_in_another_organisation_is_counted_everywhere
     # A shared backend's deployments drop every organisation's catalogue.
     assert acme.id not in cached
     assert counted(acme.id) == {("m", "shared"): True}
+
+
+def test_requests_missing_a_catalogue_together_share_one_load(people, monkeypatch):
+    import asyncio
+
+    from asgiref.sync import async_to_sync
+
+    acme = people["acme"]
+    model_ensure(organisation=acme, public_id="m", backend=backend(acme, "b", 0))
+    loads: list[int] = []
+    real = catalog.load_catalog
+
+    def counted_load(organisation_id: int):
+        loads.append(organisation_id)
+        return real(organisation_id)
+
+    monkeypatch.setattr(catalog, "load_catalog", counted_load)
+
+    async def herd():
+        return await asyncio.gather(*(catalog.get_catalog(acme.id) for _ in range(32)))
+
+    catalogues = async_to_sync(herd)()
+    assert loads == [acme.id]
+    assert all(c is catalogues[0] for c in catalogues)
