@@ -437,6 +437,12 @@ async def measure(
         "latency_p99_ms": ms(pct([r.latency for r in ok], 0.99)),
         "first_delta_p50_ms": ms(pct([r.first_delta for r in ok if r.first_delta], 0.5)),
         "first_delta_p99_ms": ms(pct([r.first_delta for r in ok if r.first_delta], 0.99)),
+        # The 1 % slowest, as [seconds into the run, latency ms] by start:
+        # slow requests that started together show a stall, not a queue.
+        "slowest": sorted(
+            [round(r.started - started, 3), round(r.latency * 1000, 1)]
+            for r in sorted(ok, key=lambda r: r.latency)[-max(len(ok) // 100, 1) :]
+        ),
         "backend_cpu_ms_per_request": round((b1 - b0) * 1000 / max(len(results), 1), 3),
         "loadgen_cpu_ms_per_request": round((l1 - l0) * 1000 / max(len(results), 1), 3),
     }
@@ -562,6 +568,8 @@ def median_row(rows: list[dict]) -> dict:
         values = [r.get(key) for r in rows]
         if isinstance(value, int | float) and not isinstance(value, bool) and None not in values:
             out[key] = round(statistics.median(values), 3)
+    # Per run, not a median.
+    out["slowest"] = [r.get("slowest") for r in rows]
     out["runs"] = len(rows)
     return out
 
