@@ -81,16 +81,13 @@ def key_from_headers(headers: dict[bytes, bytes]) -> str | None:
     return None
 
 
-# Loads in progress, by hash (responses_api.flight), and how many times an
-# entry was dropped: a load that began before a revocation must not put the
-# key back.
+# Loads in progress, by hash: a load that began before a revocation must
+# not put the key back (responses_api.flight).
 _flights = Flights("API key cache")
-_forgotten = 0
 
 
 def forget_key(key_hash: str) -> None:
-    global _forgotten
-    _forgotten += 1
+    _flights.forget()
     _cache.pop(key_hash, None)
     _refused.pop(key_hash, None)
 
@@ -165,9 +162,9 @@ async def authenticate(raw: str | None) -> Caller:
 async def _reload(key_hash: str) -> Caller | None:
     from asgiref.sync import sync_to_async
 
-    forgotten = _forgotten
+    forgotten = _flights.forgotten
     loaded = await sync_to_async(_load)(key_hash)
-    if forgotten != _forgotten:
+    if forgotten != _flights.forgotten:
         return loaded  # revoked meanwhile: not cached
     now = time.monotonic()
     if loaded is None:

@@ -83,15 +83,13 @@ _cache: dict[int, tuple[float, float, Catalog]] = {}  # org → (expires, loaded
 MISS_RELOAD_AFTER = 0.05
 
 
-# Loads in progress, by organisation, and how many times entries were
-# dropped: a load that began before a change must not cache what it read.
+# Loads in progress, by organisation: a load that began before a change must
+# not cache what it read (responses_api.flight).
 _flights = Flights("catalogue cache")
-_forgotten = 0
 
 
 def forget(organisation_id: int | None = None) -> None:
-    global _forgotten
-    _forgotten += 1
+    _flights.forget()
     if organisation_id is None:
         _cache.clear()
     else:
@@ -192,10 +190,10 @@ async def get_catalog(organisation_id: int, *, missing: str | None = None) -> Ca
 async def _reload(organisation_id: int) -> Catalog:
     from asgiref.sync import sync_to_async
 
-    forgotten = _forgotten
+    forgotten = _flights.forgotten
     started = time.monotonic()
     catalog = await sync_to_async(load_catalog)(organisation_id)
-    if forgotten == _forgotten:  # else changed meanwhile: not cached
+    if forgotten == _flights.forgotten:  # else changed meanwhile: not cached
         expires = started + settings.SWITCHYARD_CATALOG_CACHE_SECONDS
         _cache[organisation_id] = (expires, started, catalog)
     return catalog

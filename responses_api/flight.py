@@ -24,11 +24,17 @@ log = logging.getLogger(__name__)
 
 class Flights:
     """The loads in progress, by key: callers of :meth:`join` while one runs
-    share its result."""
+    share its result. ``forgotten`` counts the cache's drops (:meth:`forget`):
+    a load that saw it change meanwhile must not cache what it read, which
+    may predate the change."""
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.forgotten = 0
         self._running: dict[Hashable, asyncio.Task[Any]] = {}
+
+    def forget(self) -> None:
+        self.forgotten += 1
 
     def join(self, key: Hashable, load: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
         """The load of ``key`` under way, else a new one running ``load``.
@@ -38,7 +44,7 @@ class Flights:
         loop = asyncio.get_running_loop()
         # A task of another loop (tests run several) is not ours to share.
         if task is None or task.done() or task.get_loop() is not loop:
-            task = loop.create_task(_run(load))
+            task = asyncio.ensure_future(load(), loop=loop)
             self._running[key] = task
             task.add_done_callback(lambda done: self._finished(key, done))
         return asyncio.shield(task)
@@ -56,7 +62,3 @@ class Flights:
         # entry stays in use, and the next request tries again).
         if not future.cancelled() and future.exception() is not None:
             log.warning("%s: refresh failed", self.name, exc_info=future.exception())
-
-
-async def _run(load: Callable[[], Awaitable[Any]]) -> Any:
-    return await load()
