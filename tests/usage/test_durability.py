@@ -41,17 +41,6 @@ def a_row(organisation_id: int, **fields) -> dict:
     }
 
 
-@pytest.fixture
-def redis_stream(monkeypatch):
-    """A stream of this test's own, so no live web process drains it."""
-    client = usage.redis_client()
-    name = f"switchyard:usage:test-durability:{uuid.uuid4().hex[:8]}"
-    monkeypatch.setattr(usage, "STREAM", name)
-    yield client
-    client.delete(name, name + ":dead")
-    client.close()
-
-
 def xadd(client, row: dict | bytes) -> None:
     raw = row if isinstance(row, bytes) else usage.encode_row(row)
     client.xadd(usage.STREAM, {"r": raw})

@@ -5,7 +5,6 @@ them up (nothing lost, nothing counted twice on redelivery)."""
 from __future__ import annotations
 
 import os
-import uuid
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
@@ -177,16 +176,6 @@ def test_a_crash_between_rows_and_rollups_loses_and_doubles_nothing(people, cras
         "5xx": 1,
     }
     assert_rollups_match_the_log()
-
-
-@pytest.fixture
-def redis_stream(monkeypatch):
-    client = usage.redis_client()
-    name = f"switchyard:usage:test-rollups:{uuid.uuid4().hex[:8]}"
-    monkeypatch.setattr(usage, "STREAM", name)
-    yield client
-    client.delete(name, name + ":dead")
-    client.close()
 
 
 @needs_redis
