@@ -117,9 +117,13 @@ class Server:
     def pid(self) -> int:
         return self.process.pid
 
+    # Processes of the gateway's that serve no port (the usage writer):
+    # their CPU is the gateway's.
+    workers: list[Server] = dataclasses.field(default_factory=list)
+
     @property
     def pids(self) -> list[int]:
-        return [self.process.pid]
+        return [self.process.pid] + [w.pid for w in self.workers]
 
     @property
     def web(self) -> list[Server]:
@@ -128,6 +132,8 @@ class Server:
     proxy = None
 
     def stop(self) -> None:
+        for worker in self.workers:
+            worker.stop()
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -145,6 +151,7 @@ class Group:
     name: str
     web: list[Server]
     proxy: Server
+    workers: list[Server] = dataclasses.field(default_factory=list)
 
     @property
     def pid(self) -> int:
@@ -152,7 +159,7 @@ class Group:
 
     @property
     def pids(self) -> list[int]:
-        return [s.pid for s in self.web]
+        return [s.pid for s in self.web] + [w.pid for w in self.workers]
 
     @property
     def port(self) -> int:
@@ -160,15 +167,18 @@ class Group:
 
     def stop(self) -> None:
         self.proxy.stop()
-        for server in self.web:
+        for server in [*self.web, *self.workers]:
             server.stop()
 
 
 def start(name: str, argv: list[str], port: int, env: dict[str, str], logs: Path) -> Server:
+    """A server, once it listens on ``port`` (0: a process that serves no port)."""
     log = logs / f"{name}.log"
     process = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
     )
+    if not port:
+        return Server(name, process, port, log)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -574,8 +584,30 @@ def median_row(rows: list[dict]) -> dict:
     return out
 
 
-def start_gateway(processes: int, env: dict[str, str], logs: Path) -> Server | Group:
-    """One web process on its own, or ``processes`` of them behind nginx."""
+def start_gateway(
+    processes: int, env: dict[str, str], logs: Path, writer: str = "process"
+) -> Server | Group:
+    """One web process on its own, or ``processes`` of them behind nginx.
+
+    With Redis, usage rows are written as the deployment manifests write
+    them: by a ``write_usage`` process beside the web processes, whose CPU
+    counts as the gateway's (``writer="web"``: by the web processes)."""
+    workers = []
+    if env.get("REDIS_URL") and writer == "process":
+        env = {**env, "SWITCHYARD_USAGE_DRAIN_IN_WEB": "false"}
+        command = [sys.executable, "manage.py", "write_usage"]
+        workers.append(start("usage-writer", command, 0, env, logs))
+    try:
+        gateway = _start_web(processes, env, logs)
+    except BaseException:
+        for worker in workers:
+            worker.stop()
+        raise
+    gateway.workers = workers
+    return gateway
+
+
+def _start_web(processes: int, env: dict[str, str], logs: Path) -> Server | Group:
     if not processes:
         port = free_port()
         return start("switchyard", gateway_command(port), port, env, logs)
@@ -598,6 +630,15 @@ def start_gateway(processes: int, env: dict[str, str], logs: Path) -> Server | G
             server.stop()
         raise
     return Group("switchyard", web, proxy)
+
+
+def start_floor(backend_port: int, env: dict[str, str], logs: Path) -> Server:
+    """The server and client stack alone (``bench/floor.py``), served as a web process is."""
+    port = free_port()
+    command = gateway_command(port)
+    command[-1] = "bench.floor:app"
+    floor_env = {**env, "FLOOR_BACKEND": f"http://127.0.0.1:{backend_port}"}
+    return start("floor", command, port, floor_env, logs)
 
 
 # --- LiteLLM (optional third column) --------------------------------------------
@@ -741,7 +782,7 @@ async def main_async(args) -> dict:
             env, backend_url, "bench-store", "--retention", "store", "--store-ttl-hours", "1"
         )
         since = time.time()
-        daphne = start_gateway(args.processes, env, logs)
+        daphne = start_gateway(args.processes, env, logs, args.usage_writer)
         servers.append(daphne)
         port = daphne.port
         targets = [
@@ -755,6 +796,10 @@ async def main_async(args) -> dict:
                 daphne,
             ),
         ]
+        if args.floor:
+            floor = start_floor(backend.port, env, logs)
+            servers.append(floor)
+            targets.append(Target("floor", floor.port, "/v1/chat/completions", b"", "chat", floor))
         if args.with_litellm:
             try:
                 litellm, litellm_key = litellm_start(backend.port, env, logs)
@@ -816,7 +861,7 @@ async def main_async(args) -> dict:
                 t
                 for t in targets
                 if not (scenario.slow and t.name == "litellm")
-                and not (scenario.store and t.name == "litellm")
+                and not (scenario.store and t.name in ("litellm", "floor"))
             ]
             per_target: dict[str, list[dict]] = {t.name: [] for t in runnable}
             for _ in range(repeats):
@@ -859,6 +904,7 @@ async def main_async(args) -> dict:
             "stamp": stamp,
             "mode": mode,
             "processes": args.processes,
+            "usage_writer": args.usage_writer if env.get("REDIS_URL") else "web",
             "quick": args.quick,
             "backend": args.backend,
             "calibration": calibration,
@@ -1047,13 +1093,16 @@ def verdict(report: dict) -> list[tuple[str, str, str, bool | None]]:
 
 def _processes(report: dict) -> str:
     n = report.get("processes") or 0
-    return f"{n} web processes behind nginx" if n else "one web process"
+    web = f"{n} web processes behind nginx" if n else "one web process"
+    if report.get("usage_writer") == "process":
+        return web + " and a usage writer"
+    return web
 
 
 def markdown(report: dict) -> str:
     targets = [
         t
-        for t in ("direct", "switchyard", "litellm")
+        for t in ("direct", "floor", "switchyard", "litellm")
         if any(t in v for v in report["scenarios"].values())
     ]
     lines = [
@@ -1144,6 +1193,11 @@ def main() -> None:
         action="store_true",
         help=f"add LiteLLM Proxy {LITELLM_VERSION} as a third column",
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="add the server and client stack with no gateway work (bench/floor.py) as a column",
+    )
     parser.add_argument("--only", nargs="*", help="run only these scenarios")
     parser.add_argument(
         "--processes",
@@ -1151,6 +1205,13 @@ def main() -> None:
         default=0,
         help="serve from N web processes behind nginx, configured as platform/nginx "
         "configures it (default: one process, no proxy)",
+    )
+    parser.add_argument(
+        "--usage-writer",
+        choices=("process", "web"),
+        default="process",
+        help="with Redis: usage rows written by a write_usage process (as deployed; "
+        "the default) or by the web processes",
     )
     parser.add_argument(
         "--normal-priority-client",

@@ -9,10 +9,11 @@ it is committed to the database** (or parked as unwritable, see below).
   response goes out; for a 499 as soon as the disconnect is seen. The append
   is shielded from cancellation. So a web process killed (even ``SIGKILL``)
   right after answering has already handed its row over.
-- Writers — a task in every web process (unless
-  ``SWITCHYARD_USAGE_DRAIN_IN_WEB=false``) and the Celery ``drain_usage`` task
-  every few seconds — read the stream through one consumer group and
-  ``XACK`` entries only after the transaction inserting their rows committed.
+- Writers — ``manage.py write_usage`` processes (as deployed), a task in
+  every web process unless ``SWITCHYARD_USAGE_DRAIN_IN_WEB=false``, and the
+  Celery ``drain_usage`` task every few seconds — read the stream through one
+  consumer group and ``XACK`` entries only after the transaction inserting
+  their rows committed.
 - A writer that dies between reading and committing leaves its entries
   pending; any other writer takes them over with ``XAUTOCLAIM`` once they have
   been idle ``CLAIM_IDLE_MS``.

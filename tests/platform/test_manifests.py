@@ -361,6 +361,36 @@ def test_beat_is_a_singleton(rendered):
     assert len(beats) == 1, f"exactly one container may run celery beat, found {beats}"
 
 
+def test_every_layout_runs_a_usage_writer_and_web_leaves_rows_to_it(rendered):
+    """Web processes that write their own usage rows share their interpreter
+    with the writer (bench/README.md, §34): each layout runs
+    ``write_usage`` beside them and turns their writing off."""
+    commands = [
+        " ".join(c.get("command", []) + c.get("args", []))
+        for o in rendered
+        if o["kind"] in WORKLOAD_KINDS
+        for c in _pod_spec(o)["containers"]
+    ]
+    assert [c for c in commands if "manage.py write_usage" in c] == ["python manage.py write_usage"]
+    config = _by_kind_name(rendered, "ConfigMap", "switchyard-config")
+    assert config["data"]["SWITCHYARD_USAGE_DRAIN_IN_WEB"] == "false"
+
+    systemd = PLATFORM / "systemd"
+    assert "ExecStart=/opt/switchyard/venv/bin/python manage.py write_usage" in (
+        (systemd / "switchyard-usage.service").read_text().splitlines()
+    )
+    web_unit = (systemd / "switchyard-web@.service").read_text().splitlines()
+    assert "Environment=SWITCHYARD_USAGE_DRAIN_IN_WEB=false" in web_unit
+
+    procfile = dict(
+        line.split(": ", 1)
+        for line in (PLATFORM / "Procfile").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert procfile["usage"] == "python manage.py write_usage"
+    assert procfile["web"].startswith("SWITCHYARD_USAGE_DRAIN_IN_WEB=false python -m config.serve")
+
+
 def test_web_probes(rendered):
     web = _by_kind_name(rendered, "Deployment", "switchyard-web")
     container = next(c for c in _pod_spec(web)["containers"] if c["name"] == "web")
