@@ -1033,6 +1033,11 @@ def verdict(report: dict) -> list[tuple[str, str, str, bool | None]]:
             added = _added(s[name]["switchyard"], s[name]["direct"], key)
             if added is not None:
                 out.append((what, f"{added:.3g} ms", "≤ 25 ms", added <= 25))
+            floor = s[name].get("floor")
+            if added is not None and floor is not None:
+                # Informative: what the server and client alone add (--floor).
+                stack = _added(floor, s[name]["direct"], key)
+                out.append((f"{what}, the floor alone", f"{_fmt(stack)} ms", "–", None))
     lags = [
         get(n, "switchyard", "loop_lag_p99_ms")
         for n in ("nonstream_c32", "stream200_c32", "stream50tps_c32")
