@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,12 +18,13 @@ from tests.conftest import ROOT, _log_path, server_env, start_daphne, usage_rows
 from tests.usage.test_durability import a_row, needs_redis, xadd
 
 
-def start_writer(stream: str) -> tuple[subprocess.Popen, object]:
+def start_writer(**env: str) -> tuple[subprocess.Popen, Path]:
+    """``write_usage`` on this test's stream, logging to a file of its own."""
     log = _log_path("write-usage")
     process = subprocess.Popen(
         [sys.executable, "manage.py", "write_usage", "--interval", "0.05"],
         cwd=ROOT,
-        env=server_env(SWITCHYARD_USAGE_STREAM=stream, LOG_FORMAT="text"),
+        env=server_env(SWITCHYARD_USAGE_STREAM=usage.STREAM, LOG_FORMAT="text", **env),
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
     )
@@ -50,7 +52,7 @@ def test_the_writer_commits_what_web_processes_queue_and_stops_cleanly(
     web = start_daphne(
         server_env(SWITCHYARD_USAGE_STREAM=usage.STREAM, SWITCHYARD_USAGE_DRAIN_IN_WEB="false")
     )
-    writer, log = start_writer(usage.STREAM)
+    writer, log = start_writer()
     try:
         ids = []
         for n in range(5):
@@ -86,19 +88,7 @@ def test_the_writer_waits_for_a_database_that_is_down_and_loses_nothing(people, 
         pytest.skip("a database server to be unreachable: PostgreSQL")
     row = a_row(people["acme"].id)
     xadd(redis_stream, row)
-    log = _log_path("write-usage")
-    env = server_env(
-        SWITCHYARD_USAGE_STREAM=usage.STREAM,
-        LOG_FORMAT="text",
-        DATABASE_URL="postgres://postgres@127.0.0.1:1/nothing",
-    )
-    writer = subprocess.Popen(
-        [sys.executable, "manage.py", "write_usage"],
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
+    writer, log = start_writer(DATABASE_URL="postgres://postgres@127.0.0.1:1/nothing")
     try:
         wait_for(lambda: "could not be written" in log.read_text(), timeout=30)
         assert redis_stream.xlen(usage.STREAM) == 1
