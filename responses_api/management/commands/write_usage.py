@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 import signal
 import time
+from types import FrameType
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -38,7 +40,7 @@ class Command(BaseCommand):
             help="seconds to let rows gather after a batch smaller than the largest (default 0.2)",
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         import redis
 
         from responses_api import usage
@@ -50,7 +52,7 @@ class Command(BaseCommand):
             )
         stopping: list[int] = []
 
-        def stop(signum, _frame) -> None:
+        def stop(signum: int, _frame: FrameType | None) -> None:
             stopping.append(signum)
 
         signal.signal(signal.SIGTERM, stop)
