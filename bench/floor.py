@@ -9,7 +9,10 @@ validation, no translation, no usage row, no Redis.
 ``bench/run.py --floor`` measures it as a column beside the gateway: what
 the gateway adds over the floor is its own work; what the floor adds over a
 direct connection is the price of a Python server and client on this machine,
-which no gateway built on them goes below.
+which no gateway built on them goes below. ``GET /metrics`` answers with
+the process's Prometheus metrics, so the floor's event-loop lag
+(``responses_api/loop_monitor.py``, installed by ``config.serve``) is read
+the same way as a web process's.
 
     python -m config.serve -b 127.0.0.1 -p 8300 bench.floor:app
     (with FLOOR_BACKEND=http://127.0.0.1:8200)
@@ -55,6 +58,9 @@ async def app(scope: dict, receive: Any, send: Any) -> None:
         await send({"type": "lifespan.shutdown.complete"})
         return
     body = await _body(receive)
+    if scope["path"] == "/metrics":
+        await _metrics(send)
+        return
     async with session().post(
         BACKEND + scope["path"], data=body, headers={"content-type": "application/json"}
     ) as upstream:
@@ -71,6 +77,15 @@ async def app(scope: dict, receive: Any, send: Any) -> None:
         async for chunk in upstream.content.iter_any():
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
+
+
+async def _metrics(send: Any) -> None:
+    from prometheus_client import generate_latest
+
+    data = generate_latest()
+    headers = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(data))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
 
 
 # The collector as config/asgi.py sets it for a web process: the modules
