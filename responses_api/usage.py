@@ -154,12 +154,14 @@ class _Insert:
 
     # SQLite takes at most 32,766 parameters per statement.
     MAX_PARAMS = 30_000
-    # psycopg's client-side binding parses a statement's text again on each
-    # execution, at a cost that grows faster than its length: 128 rows in
-    # one statement cost 135 µs of CPU per row, in statements of 16 rows
-    # 85 µs (4 to 16 are as good; 1 row, 100 µs). SQLite is the same at any
-    # size.
-    ROWS_PER_STATEMENT = {"postgresql": 16}
+    # PostgreSQL: one array per column (``unnest``), so the statement's text
+    # is the same for any number of rows. psycopg parses a statement with
+    # more than 50 parameters again on every execution (its cache stops
+    # there): rows as ``VALUES`` lists, 16 to a statement, spent half the
+    # writer's CPU in that parse. The rows per statement bound how long one
+    # statement's quoting holds the interpreter (a web process's writer
+    # thread shares it with the event loop).
+    ROWS_PER_STATEMENT = {"postgresql": 128}
 
     def __init__(self) -> None:
         from responses_api.models import UsageLog
@@ -177,15 +179,21 @@ class _Insert:
         SQLite cursor rewrites every ``%s`` with a regular expression, on
         every execution — a seventh of the writer's instructions, in
         statements of thousands of parameters."""
-        key = (connection.vendor, count)
+        arrays = connection.vendor == "postgresql"
+        key = (connection.vendor, 0 if arrays else count)
         sql = self._sql.get(key)
         if sql is None:
             quote = connection.ops.quote_name
             columns = ", ".join(quote(f.column) for f in self.fields)
-            mark = "?" if connection.vendor == "sqlite" else "%s"
-            marks = "(" + ", ".join([mark] * len(self.fields)) + ")"
+            if arrays:
+                casts = ", ".join(f"%s::{f.db_type(connection)}[]" for f in self.fields)
+                rows = f"SELECT * FROM unnest({casts})"
+            else:
+                mark = "?" if connection.vendor == "sqlite" else "%s"
+                marks = "(" + ", ".join([mark] * len(self.fields)) + ")"
+                rows = "VALUES " + ", ".join([marks] * count)
             sql = self._sql[key] = (
-                f"INSERT INTO {quote(self.table)} ({columns}) VALUES {', '.join([marks] * count)} "
+                f"INSERT INTO {quote(self.table)} ({columns}) {rows} "
                 f"ON CONFLICT ({quote('request_id')}) DO NOTHING RETURNING {quote('request_id')}"
             )
         return sql
@@ -210,19 +218,33 @@ class _Insert:
         columns = self.columns(connection)
         prepared = [_prepared(row) for row in rows]
         inserted: set[uuid.UUID] = set()
+        arrays = connection.vendor == "postgresql"
         with connection.cursor() as cursor:
             raw = connection.connection if connection.vendor == "sqlite" else None
             most = min(
                 self.MAX_PARAMS // len(columns),
                 self.ROWS_PER_STATEMENT.get(connection.vendor, self.MAX_PARAMS),
             )
-            for start, size in _chunks(len(prepared), most):
+            # An array statement's text is the same at any size: plain slices.
+            chunks = (
+                [(start, most) for start in range(0, len(prepared), most)]
+                if arrays
+                else _chunks(len(prepared), most)
+            )
+            for start, size in chunks:
                 chunk = prepared[start : start + size]
-                params = [
-                    convert(data[name] if name in data else default())
-                    for data in chunk
-                    for name, default, convert in columns
-                ]
+                params: list[Any]
+                if arrays:
+                    params = [
+                        [convert(data[name] if name in data else default()) for data in chunk]
+                        for name, default, convert in columns
+                    ]
+                else:
+                    params = [
+                        convert(data[name] if name in data else default())
+                        for data in chunk
+                        for name, default, convert in columns
+                    ]
                 sql = self.sql(connection, len(chunk))
                 if raw is not None:  # in the same transaction: the same connection
                     returned = raw.execute(sql, params).fetchall()

@@ -5,6 +5,7 @@ them up (nothing lost, nothing counted twice on redelivery)."""
 from __future__ import annotations
 
 import os
+import uuid
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
@@ -209,18 +210,73 @@ def test_a_batch_is_inserted_by_statements_of_a_few_sizes(count):
     assert all(size & (size - 1) == 0 and size <= 512 for _, size in chunks)
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="psycopg's statement parsing")
-def test_postgresql_takes_usage_rows_sixteen_to_a_statement(people):
-    """psycopg parses a statement's text on each execution at a cost that
-    grows faster than its length: a batch goes in statements of 16 rows."""
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's column arrays")
+def test_postgresql_takes_a_batch_as_column_arrays_of_128_rows(people):
+    """One array per column: the statement's text, and so psycopg's parse of
+    it, is the same for any number of rows."""
     from django.test.utils import CaptureQueriesContext
 
-    rows = [a_row(people["acme"].id) for _ in range(40)]
+    rows = [a_row(people["acme"].id) for _ in range(300)]
     with CaptureQueriesContext(connection) as queries:
         assert usage.write_rows(rows) == []
     table = UsageLog._meta.db_table
     inserts = [
         q["sql"] for q in queries.captured_queries if q["sql"].startswith(f'INSERT INTO "{table}"')
     ]
-    assert [s.count("), (") + 1 for s in inserts] == [16, 16, 8]
-    assert UsageLog.objects.count() == 40
+    assert len(inserts) == 3 and all("FROM unnest(" in sql for sql in inserts)
+    assert UsageLog.objects.count() == 300
+    statement = usage._insert.sql(connection, 1)
+    assert statement == usage._insert.sql(connection, 300)
+    assert statement.count("%s") == len(usage._insert.fields)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_the_writer_inserts_reads_back_as_the_orm_stores_it(people):
+    """Every column, with the values that quoting gets wrong: quotes, braces,
+    backslashes, commas, a text "NULL", line breaks, nested JSON, NULLs."""
+    from accounts.services import api_key_create
+
+    key, _ = api_key_create(organisation=people["acme"], name="writer")
+    awkward = 'say "hi", {x}\\y \\"z\\" NULL\n\tend \u00e9\U0001f98a'
+    fields = {
+        "api_key_id": key.id,
+        "key_prefix": "sy_sk_{,}",
+        "model": awkward[:200],
+        "backend_name": "b,{c}",
+        "endpoint": "/responses",
+        "method": "POST",
+        "stream": True,
+        "status": 502,
+        "error_code": "NULL",
+        "error_message": awkward * 3,
+        "note": "",
+        "notices": [{"code": "x", "message": awkward, "nested": {"a": [1, None, "}"]}}],
+        "input_tokens": 2_000_000_000,
+        "cached_tokens": 0,
+        "output_tokens": 7,
+        "reasoning_tokens": 3,
+        "cost": "0.00012345",
+        "attempts": 2,
+        "queue_wait_ms": None,
+        "ttft_ms": 12.5,
+        "duration_ms": 1e-9,
+        "tokens_per_second": None,
+        "client_ip": "2001:db8::1",
+        "user_agent": awkward,
+        "session_id": "s",
+        "thread_id": "",
+        "client_request_id": "NULL",
+        "originator": "codex_cli_rs",
+    }
+    row = a_row(people["acme"].id, **fields)
+    written = [row, {**row, "request_id": str(uuid.uuid4())}]
+    assert usage.write_rows(written[:1]) == []
+    by_orm = usage._prepared(written[1])
+    UsageLog.objects.create(**by_orm)
+    columns = [f.attname for f in usage._insert.fields if f.attname not in ("request_id",)]
+    first, second = (
+        UsageLog.objects.filter(request_id=row["request_id"]).values(*columns).get()
+        for row in written
+    )
+    assert first == second
+    assert first["notices"] == fields["notices"] and first["model"] == awkward[:200]
