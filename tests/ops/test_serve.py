@@ -11,6 +11,8 @@ from __future__ import annotations
 import ctypes
 import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +21,8 @@ import orjson
 import pytest
 
 from tests.conftest import start_daphne, wait_rows
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -113,3 +117,45 @@ def test_every_server_patch_is_applied(api_server):
     log = api_server.log.read_text()
     assert f"Server patches: {', '.join(patches.NAMES)}" in log
     assert "not applied" not in log
+
+
+def _tls_after_start(argv: list[str]) -> dict:
+    """In a new interpreter, prepare as ``config.serve`` does for ``argv``
+    and import daphne: what is then loaded, and what Twisted's TCP offers."""
+    code = f"""
+import json, sys
+from config import serve
+kept_out = serve.skip_tls_libraries({argv!r})
+from daphne import server
+from twisted.internet import tcp
+from twisted.internet.interfaces import ITLSTransport
+print(json.dumps({{
+    "kept_out": kept_out,
+    "pyopenssl": sys.modules.get("OpenSSL") is not None,
+    "x509": "cryptography.x509" in sys.modules,
+    "service_identity": "service_identity" in sys.modules,
+    "twisted_tls": ITLSTransport.implementedBy(tcp.Server),
+}}))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    return orjson.loads(out.stdout)
+
+
+def test_a_server_without_a_tls_endpoint_loads_no_tls_library():
+    """Twisted then serves plain TCP: its server sockets offer no TLS."""
+    loaded = _tls_after_start(["-b", "0.0.0.0", "-p", "8000", "config.asgi:application"])
+    assert loaded == {
+        "kept_out": True,
+        "pyopenssl": False,
+        "x509": False,
+        "service_identity": False,
+        "twisted_tls": False,
+    }
+
+
+def test_a_server_given_a_tls_endpoint_keeps_the_tls_library():
+    loaded = _tls_after_start(["-e", "ssl:8443:privateKey=k.pem:certKey=c.pem", "a:b"])
+    assert loaded["kept_out"] is False
+    assert loaded["pyopenssl"] and loaded["x509"] and loaded["twisted_tls"]
