@@ -22,14 +22,13 @@ measured by the benchmark (bench/README.md):
   a request 4 %) and ``http_module`` (daphne skips Twisted's deprecation
   proxy; off, a paced token costs 14 % more).
   ``SWITCHYARD_SERVER_PATCHES=none`` serves with stock daphne and Twisted.
-
-The event loop's lag and the cyclic collector's pauses are measured
-(``responses_api/loop_monitor.py``) and exported in ``/metrics``.
-
 - pyOpenSSL is not loaded unless daphne is given a TLS endpoint
   (``-e ssl:…``): TLS ends at the reverse proxy, and Twisted, which loads
   it for TLS on its own sockets whenever it is installed, serves plain TCP
   without it. 5 MB less per process (bench/README.md, 35.).
+
+The event loop's lag and the cyclic collector's pauses are measured
+(``responses_api/loop_monitor.py``) and exported in ``/metrics``.
 
 The first two use public interfaces: the event-loop policy, and daphne's
 ``CommandLineInterface.server_class`` with ``Server``'s ``action_logger``.
