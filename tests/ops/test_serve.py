@@ -20,9 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.conftest import start_daphne, wait_rows
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT, start_daphne, wait_rows
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
