@@ -43,6 +43,10 @@ class Backend(models.Model):
     reported_models = models.JSONField(default=list, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True, default="")
+    # Set by platform staff only: this backend may sit on a loopback,
+    # link-local or private address even where the platform refuses them
+    # (SWITCHYARD_BACKEND_ALLOW_PRIVATE off).
+    allow_private = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -341,3 +345,20 @@ class StoredItem(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["organisation", "item_id"], name="stored_item_id")]
+
+
+class UsageDeadLetter(models.Model):
+    """A usage row that the database refused and that retrying cannot fix.
+
+    Kept as the row's JSON (with any NUL escaped, so the text itself always
+    fits the column) until ``manage.py usage_deadletters --replay`` writes
+    it, repaired, into the usage log, or an operator deletes it."""
+
+    request_id = models.CharField(max_length=64, db_index=True)
+    organisation_id = models.IntegerField(null=True, blank=True)
+    row = models.TextField()
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
