@@ -77,6 +77,10 @@ class ServedModel(models.Model):
     reasoning_levels = models.JSONField(default=list, blank=True)
     default_reasoning_effort = models.CharField(max_length=10, blank=True)
     supports_vision = models.BooleanField(default=False)
+    # Seconds a non-streamed request waits for the backend's first token
+    # before it is answered 504 (None: SWITCHYARD_FIRST_TOKEN_TIMEOUT). A
+    # stream needs none: it shows it is alive with response.in_progress.
+    first_token_timeout = models.PositiveIntegerField(null=True, blank=True)
     price_input = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     price_cached_input = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     price_output = models.DecimalField(max_digits=12, decimal_places=6, default=0)

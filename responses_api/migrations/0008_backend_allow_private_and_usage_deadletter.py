@@ -37,4 +37,9 @@ class Migration(migrations.Migration):
             name="allow_private",
             field=models.BooleanField(default=False),
         ),
+        migrations.AddField(
+            model_name="servedmodel",
+            name="first_token_timeout",
+            field=models.PositiveIntegerField(blank=True, null=True),
+        ),
     ]
