@@ -341,6 +341,19 @@ SWITCHYARD_CATALOG_CACHE_SECONDS = env.float("SWITCHYARD_CATALOG_CACHE_SECONDS",
 # Upstream timeouts (seconds).
 SWITCHYARD_CONNECT_TIMEOUT = env.float("SWITCHYARD_CONNECT_TIMEOUT", default=5.0)
 SWITCHYARD_READ_TIMEOUT = env.float("SWITCHYARD_READ_TIMEOUT", default=600.0)
+# How long a non-streamed request waits for the backend's first token before
+# a 504 (a model's own first_token_timeout takes precedence).
+SWITCHYARD_FIRST_TOKEN_TIMEOUT = env.float("SWITCHYARD_FIRST_TOKEN_TIMEOUT", default=120.0)
+# Backends on loopback, private, CGNAT and other non-public addresses
+# (responses_api/backends/addresses.py). On in the embedded default, where
+# the simulator and local model servers listen on 127.0.0.1; off in
+# production, where an organisation admin must not reach the platform's own
+# network through a backend URL. Link-local and cloud metadata addresses
+# stay refused either way: only a backend's allow_private flag, set by
+# platform staff, opens them (or these).
+SWITCHYARD_BACKEND_ALLOW_PRIVATE = env.bool(
+    "SWITCHYARD_BACKEND_ALLOW_PRIVATE", default=not PRODUCTION
+)
 # Largest request body accepted, in bytes.
 SWITCHYARD_MAX_BODY_BYTES = env.int("SWITCHYARD_MAX_BODY_BYTES", default=16 * 1024 * 1024)
 # A request body not complete this long after its headers is answered 408.
@@ -373,7 +386,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "admin_api.pagination.CursorList",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["admin_api.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "admin_api.errors.exception_handler",
     # ``format`` is the usage export's own parameter (csv, jsonl).

@@ -163,13 +163,24 @@ class BackendForm(ServiceForm):
             "dialect": "Decides how reasoning and thinking budgets are passed.",
         }
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, staff: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         _at_least_one(self, "max_concurrency")
+        if staff:
+            # Platform staff only: an organisation's admins never see it.
+            self.fields["allow_private"] = forms.BooleanField(
+                required=False,
+                initial=bool(self.instance and self.instance.allow_private),
+                label="Allow a private address",
+                help_text="Platform staff: this backend may sit on a loopback, private or "
+                "link-local address, which the platform otherwise refuses.",
+            )
 
     def service_data(self) -> dict[str, Any]:
         """The fields as ``backend_create``/``backend_update`` take them."""
         data = {f: self.cleaned_data[f] for f in self.Meta.fields}
+        if "allow_private" in self.fields:
+            data["allow_private"] = self.cleaned_data["allow_private"]
         if self.cleaned_data["upstream_key"]:
             data["upstream_key"] = self.cleaned_data["upstream_key"]
         elif self.cleaned_data["clear_upstream_key"]:
@@ -210,11 +221,14 @@ class ServedModelForm(ServiceForm):
             "price_output": "Price per 1M output tokens",
             "supports_reasoning": "Reasoning",
             "supports_vision": "Accepts images",
+            "first_token_timeout": "First-token timeout (s)",
         }
         help_texts = {
             "public_id": "What clients put in “model”, e.g. qwen3-32b.",
             "temperature": "Recommended; used when a request sets none.",
             "top_p": "Recommended; used when a request sets none.",
+            "first_token_timeout": "How long a non-streamed request waits for the first token "
+            "before it is answered 504; empty: the platform's default.",
         }
 
     def __init__(self, *args, **kwargs):

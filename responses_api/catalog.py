@@ -36,6 +36,9 @@ class BackendEntry:
     # backend serving several). Nothing else reads those counts, so a request
     # on an unlimited backend that nothing compares costs no round trip.
     counted: bool = True
+    # Platform staff let this backend sit on a private or link-local
+    # address (``backends.addresses``).
+    allow_private: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,8 @@ class ModelEntry:
     price_output: Decimal
     routes: tuple[Route, ...]
     created_at: int
+    # Seconds a non-streamed request waits for the first token.
+    first_token_timeout: float = 120.0
 
     def cost(self, input_tokens: int, cached: int, output: int) -> Decimal:
         uncached = max(input_tokens - cached, 0)
@@ -109,6 +114,7 @@ def _backend_entry(backend, compared: set[Any]) -> BackendEntry:
         extra_body=dict(backend.extra_body or {}),
         version=backend.version,
         counted=backend.max_concurrency > 0 or backend.id in compared,
+        allow_private=backend.allow_private,
     )
 
 
@@ -161,6 +167,8 @@ def load_catalog(organisation_id: int) -> Catalog:
             price_output=model.price_output,
             routes=routes,
             created_at=int(model.created_at.timestamp()),
+            first_token_timeout=model.first_token_timeout
+            or settings.SWITCHYARD_FIRST_TOKEN_TIMEOUT,
         )
         models.append(entry)
         by_name[model.public_id] = entry

@@ -38,6 +38,9 @@ async def end_exchange(
         await exchange.submit()  # the client is gone: nothing to write
         return
     if error is not None:
+        if error.code == "backend_error":
+            # Support and the client see which backend broke the protocol.
+            exchange.notice("backend_error", error.message)
         exchange.fail(error)
         if detail:
             exchange.error_message = detail[:2000]

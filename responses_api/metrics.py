@@ -127,8 +127,11 @@ def request_observe(*, row: dict[str, Any]) -> None:
         ("input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens"),
         strict=True,
     ):
-        if row.get(field):
-            child.inc(row[field])
+        count = row.get(field)
+        # A counter refuses a negative step: a count is never one, whatever
+        # reached the row.
+        if count and count > 0:
+            child.inc(count)
     if row.get("ttft_ms") is not None:
         series.ttft.observe(row["ttft_ms"] / 1000)
     if row.get("duration_ms") is not None:

@@ -11,6 +11,8 @@ its answer as a stream (``relay_stream``) or as one JSON body
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import orjson
@@ -97,9 +99,7 @@ async def create_response(call: Call) -> Reply | None:
         if exchange.stream:
             await relay_stream(call, output, upstream)
         else:
-            async with upstream as attempt:
-                output.plan = attempt.plan
-                await read_answer(attempt.answer, output.translator)
+            await _relay_json(exchange, output, upstream, model.first_token_timeout)
     finally:
         if admission is not None:
             if call.output is not None:
@@ -112,6 +112,36 @@ async def create_response(call: Call) -> Reply | None:
             if release is not None:
                 await exchange.give_back(release)
     return None
+
+
+async def _relay_json(
+    exchange: Exchange,
+    output: Output,
+    upstream: AbstractAsyncContextManager[failover.Attempt],
+    first_token_timeout: float,
+) -> None:
+    """Read the whole answer. A stream shows it is alive with keep-alive
+    events; a JSON answer cannot, so a backend that sends no token within
+    the model's first-token timeout (queueing included) is a 504 rather
+    than a connection held for the read timeout."""
+    deadline = asyncio.timeout(first_token_timeout)
+    try:
+        async with deadline:
+            async with upstream as attempt:
+                output.plan = attempt.plan
+                await read_answer(
+                    attempt.answer, output.translator, attempt.route.backend.name, deadline
+                )
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        backend = exchange.backend
+        raise ApiError(
+            504,
+            f"Backend '{backend.name if backend else '?'}' sent no token within "
+            f"{first_token_timeout:g} s.",
+            code="backend_timeout",
+        ) from None
 
 
 def parse_request(body: bytes, headers: dict[bytes, bytes]) -> CreateResponse:

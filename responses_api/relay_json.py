@@ -7,14 +7,23 @@ itself is the ending's (``ending.end_exchange``), built from the translator.
 
 from __future__ import annotations
 
+import asyncio
+
 from responses_api.backends.client import Answer, BackendError
-from responses_api.sse import ChunkReader, UpstreamProtocolError, broken, stream_error
+from responses_api.sse import ChunkReader, UpstreamProtocolError, broken, malformed, stream_error
+from responses_api.translate.chunks import BadChunk
 from responses_api.translate.stream import StreamTranslator
 
 
-async def read_answer(answer: Answer, translator: StreamTranslator) -> None:
+async def read_answer(
+    answer: Answer,
+    translator: StreamTranslator,
+    backend_name: str,
+    deadline: asyncio.Timeout | None = None,
+) -> None:
     """Translate a whole answer without writing (a non-streamed response:
-    the backend is still asked to stream, for ``ttft``, SPEC §4.8)."""
+    the backend is still asked to stream, for ``ttft``, SPEC §4.8).
+    ``deadline``, the first token's, is lifted once a token arrived."""
     reader = ChunkReader()
     chunks = answer.chunks()
     try:
@@ -23,8 +32,13 @@ async def read_answer(answer: Answer, translator: StreamTranslator) -> None:
                 if "error" in chunk and not chunk.get("choices"):
                     raise stream_error(chunk["error"])
                 translator.feed(chunk)
+            if deadline is not None and translator.first_token_at is not None:
+                deadline.reschedule(None)
+                deadline = None
             if reader.done:
                 answer.complete = True
                 return
     except (UpstreamProtocolError, BackendError) as exc:
         raise broken(exc) from None
+    except BadChunk as exc:
+        raise malformed(backend_name, exc) from None

@@ -15,11 +15,19 @@ from typing import Any
 
 from django.conf import settings
 
-from responses_api.backends.client import Answer, BackendError
+from responses_api.backends.client import BackendError
 from responses_api.backends.failover import Attempt
 from responses_api.call import Call, Output
 from responses_api.responder import Responder
-from responses_api.sse import ChunkReader, EventWriter, UpstreamProtocolError, broken, stream_error
+from responses_api.sse import (
+    ChunkReader,
+    EventWriter,
+    UpstreamProtocolError,
+    broken,
+    malformed,
+    stream_error,
+)
+from responses_api.translate.chunks import BadChunk
 from responses_api.translate.stream import StreamTranslator
 
 
@@ -49,7 +57,7 @@ async def relay_stream(
             await idle.settle()  # a keep-alive under way writes before the stream goes on
             if not responder.started:
                 await _start(responder, writer, translator)
-            await _pump(attempt.answer, responder, writer, translator, idle)
+            await _pump(attempt, responder, writer, translator, idle)
     finally:
         await idle.stop()
 
@@ -60,12 +68,13 @@ async def _start(responder: Responder, writer: EventWriter, translator: StreamTr
 
 
 async def _pump(
-    answer: Answer,
+    attempt: Attempt,
     responder: Responder,
     writer: EventWriter,
     translator: StreamTranslator,
     idle: Idle,
 ) -> None:
+    answer = attempt.answer
     reader = ChunkReader()
     chunks = answer.chunks()
     try:
@@ -92,6 +101,8 @@ async def _pump(
                 return
     except (UpstreamProtocolError, BackendError) as exc:
         raise broken(exc) from None
+    except BadChunk as exc:
+        raise malformed(attempt.route.backend.name, exc) from None
 
 
 class Idle:

@@ -282,6 +282,7 @@ MODEL_FIELDS = (
     "reasoning_levels",
     "default_reasoning_effort",
     "supports_vision",
+    "first_token_timeout",
     "price_input",
     "price_cached_input",
     "price_output",
@@ -297,10 +298,15 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "reasoning_levels": [],
     "default_reasoning_effort": "",
     "supports_vision": False,
+    "first_token_timeout": None,
     "price_input": Decimal(0),
     "price_cached_input": Decimal(0),
     "price_output": Decimal(0),
 }
+
+
+# A day: past that a non-streamed request is better sent as a stream.
+MAX_FIRST_TOKEN_TIMEOUT = 86_400
 
 
 def _names_taken(*, organisation_id: int, model_id: uuid.UUID | None) -> set[str]:
@@ -323,6 +329,9 @@ def _model_numbers(values: dict[str, Any], errors: Errors) -> None:
     for name in ("context_window", "max_output_tokens", "default_max_output_tokens"):
         if values[name] is not None and not _positive(values[name]):
             errors[name] = ["Ensure this value is greater than or equal to 1."]
+    deadline = values["first_token_timeout"]
+    if deadline is not None and not (_positive(deadline) and deadline <= MAX_FIRST_TOKEN_TIMEOUT):
+        errors["first_token_timeout"] = [f"Seconds, from 1 to {MAX_FIRST_TOKEN_TIMEOUT}."]
     temperature, top_p = values["temperature"], values["top_p"]
     if temperature is not None and not (
         isinstance(temperature, int | float) and 0 <= temperature <= 2

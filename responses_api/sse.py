@@ -89,6 +89,17 @@ def stream_error(error: Any) -> ApiError:
     return ApiError(502, message, code=code)
 
 
+def malformed(backend_name: str, exc: Exception) -> ApiError:
+    """The error of a backend answer that is not Chat Completions (a chunk
+    of the wrong shape): the backend's fault, named, whether it came before
+    the response started (a 502) or after (``response.failed``)."""
+    return ApiError(
+        502,
+        f"Backend '{backend_name}' sent an answer that is not Chat Completions: {exc}.",
+        code="backend_error",
+    )
+
+
 def broken(exc: Exception) -> ApiError:
     """The error of a backend answer that broke off while being relayed."""
     if isinstance(exc, UpstreamProtocolError):

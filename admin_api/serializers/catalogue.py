@@ -52,11 +52,24 @@ class BackendSerializer(StrictSerializer):
         help_text="Write-only, stored encrypted. null removes it; empty or absent keeps it.",
     )
     has_upstream_key = serializers.SerializerMethodField()
+    allow_private = serializers.BooleanField(
+        read_only=True,
+        help_text="Platform staff let this backend sit on a private or link-local address: "
+        "read-only here.",
+    )
     shared = serializers.SerializerMethodField(
         help_text="A platform backend, shared by every organisation: read-only here."
     )
     health = BackendHealthSerializer(source="*", read_only=True)
     created_at = serializers.DateTimeField(read_only=True)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict) and "allow_private" in data:
+            # Not an organisation's to give: the platform's network is behind it.
+            raise serializers.ValidationError(
+                {"allow_private": ["Only platform staff may set this."]}
+            )
+        return super().to_internal_value(data)
 
     def get_has_upstream_key(self, backend: Backend) -> bool:
         return bool(backend.api_key_encrypted)
@@ -121,6 +134,14 @@ class ModelSerializer(StrictSerializer):
         choices=["", *REASONING_LEVELS], required=False, allow_blank=True
     )
     supports_vision = StrictBooleanField(required=False)
+    first_token_timeout = StrictIntegerField(
+        min_value=1,
+        max_value=86_400,
+        allow_null=True,
+        required=False,
+        help_text="Seconds a non-streamed request waits for the first token before a 504; "
+        "null: the platform's default (SWITCHYARD_FIRST_TOKEN_TIMEOUT, 120).",
+    )
     price_input = StrictDecimalField(required=False, help_text="Per million input tokens.")
     price_cached_input = StrictDecimalField(required=False)
     price_output = StrictDecimalField(required=False)

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from responses_api.translate.chunks import ChunkUsage, Delta, ToolCallDelta, check_chunk
 from responses_api.translate.items import Item, append_text, call_item, new_id, whole_json
 from responses_api.translate.partial_json import StringFieldDecoder
 from responses_api.translate.response import envelope, message_item, usage_dict
@@ -94,7 +95,10 @@ class StreamTranslator:
 
     # --- chunks --------------------------------------------------------------
 
-    def feed(self, chunk: dict[str, Any]) -> list[Event]:
+    def feed(self, data: dict[str, Any]) -> list[Event]:
+        """The events one backend chunk implies; :class:`BadChunk` for a
+        chunk that is not Chat Completions (checked before any state moves)."""
+        chunk = check_chunk(data)
         events: list[Event] = []
         usage = chunk.get("usage")
         if usage:
@@ -104,7 +108,7 @@ class StreamTranslator:
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
                 continue
-            delta = choice.get("delta") or choice.get("message") or {}
+            delta: Delta = choice.get("delta") or choice.get("message") or {}
             # Servers name reasoning differently: vLLM (< 0.10), SGLang and
             # llama.cpp send `reasoning_content`; vLLM ≥ 0.10 and Ollama `reasoning`.
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -192,8 +196,10 @@ class StreamTranslator:
         )
         return item
 
-    def _tool_delta(self, call: dict[str, Any], position: int, events: list[Event]) -> None:
-        index = call.get("index", position)
+    def _tool_delta(self, call: ToolCallDelta, position: int, events: list[Event]) -> None:
+        index = call.get("index")
+        if index is None:
+            index = position
         if index in self.dropped_calls:
             return
         item = self.calls.get(index)
@@ -461,7 +467,7 @@ class StreamTranslator:
             extras=extras,
         )
 
-    def _take_usage(self, usage: dict[str, Any]) -> None:
+    def _take_usage(self, usage: ChunkUsage) -> None:
         u = self.usage
         u.reported = True
         u.input_tokens = int(usage.get("prompt_tokens") or 0)

@@ -41,6 +41,11 @@ class Command(BaseCommand):
         parser.add_argument("--context-window", type=int)
         parser.add_argument("--max-output-tokens", type=int)
         parser.add_argument("--default-max-output-tokens", type=int)
+        parser.add_argument(
+            "--first-token-timeout",
+            type=int,
+            help="Seconds a non-streamed request waits for the first token (default: platform's)",
+        )
         parser.add_argument("--temperature", type=float, help="Recommended temperature")
         parser.add_argument("--top-p", type=float, help="Recommended top_p")
         parser.add_argument(
@@ -68,6 +73,7 @@ class Command(BaseCommand):
         fields = {
             "aliases": options["aliases"],
             "default_max_output_tokens": options["default_max_output_tokens"],
+            "first_token_timeout": options["first_token_timeout"],
             "temperature": options["temperature"],
             "top_p": options["top_p"],
             "supports_vision": options["vision"],

@@ -1,0 +1,139 @@
+"""A backend's answer is untrusted input.
+
+Chunks of the wrong shape (a number for text, a string for ``choices``, a
+list for ``usage``), negative or absurd counts and chunks that are no chat
+chunk at all end the request as the backend's fault — a 502
+``backend_error`` naming the backend before anything was sent, or
+``response.failed`` after — with one usage row each, and the process goes
+on serving at once. A backend that never sends a token to a non-streamed
+request is a 504 after the model's first-token timeout.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from openai import APIStatusError, OpenAI
+
+from tests.conftest import usage_rows, wait_for
+from tests.hostile import HostileBackend
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+MALFORMED = [
+    "content-int",
+    "first-content-int",
+    "usage-negative",
+    "usage-huge",
+    "usage-list",
+    "choices-string",
+    "arguments-object",
+    "tool-index-huge",
+    "no-choices",
+]
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    with HostileBackend() as backend:
+        yield backend
+
+
+@pytest.fixture
+def acme(provision, hostile):
+    return provision("acme", hostile.url, backend_name="hostile")
+
+
+@pytest.fixture
+def client(api_server, acme):
+    return OpenAI(base_url=api_server.url + "/v1", api_key=acme.key, max_retries=0, timeout=30)
+
+
+def _rows_settle(organisation, count: int):
+    return wait_for(
+        lambda: (rows := usage_rows(organisation=organisation)) and len(rows) >= count and rows,
+        timeout=30,
+    )
+
+
+def _still_serving(client) -> None:
+    """A normal request right after is answered at once."""
+    started = time.perf_counter()
+    assert client.responses.create(model="sim-model", input="hello").output_text == "Hello world"
+    assert time.perf_counter() - started < 0.5  # generous for a loaded 2-core machine
+    started = time.perf_counter()
+    client.responses.create(model="sim-model", input="hello")
+    # The second request reuses the connection: well within 100 ms.
+    assert time.perf_counter() - started < 0.1
+
+
+@pytest.mark.parametrize("behaviour", MALFORMED)
+def test_malformed_answer_is_a_502_naming_the_backend(client, acme, behaviour):
+    with pytest.raises(APIStatusError) as caught:
+        client.responses.create(model="sim-model", input=f"hostile:{behaviour}")
+    assert caught.value.status_code == 502
+    error = caught.value.response.json()["error"]
+    assert error["code"] == "backend_error"
+    assert "Backend 'hostile'" in error["message"]
+    assert caught.value.response.headers["x-request-id"]
+    _still_serving(client)
+    rows = _rows_settle(acme.organisation, 3)
+    assert len(rows) == 3
+    failed = next(r for r in rows if r.status != 200)
+    assert failed.status == 502 and failed.error_code == "backend_error"
+    assert "backend_error" in failed.notices
+    assert failed.input_tokens >= 0 and failed.output_tokens >= 0
+
+
+@pytest.mark.parametrize("behaviour", MALFORMED)
+def test_malformed_chunk_in_a_stream_ends_with_response_failed(client, acme, behaviour):
+    with client.responses.stream(model="sim-model", input=f"hostile:{behaviour}") as stream:
+        events = list(stream)
+    last = events[-1]
+    assert last.type == "response.failed"
+    assert last.response.error.code == "server_error"
+    assert "Backend 'hostile'" in last.response.error.message
+    notices = last.response.model_extra["switchyard"]["notices"]
+    assert any(n["code"] == "backend_error" for n in notices)
+    _still_serving(client)
+    rows = _rows_settle(acme.organisation, 3)
+    assert len(rows) == 3
+    failed = next(r for r in rows if r.status != 200)
+    assert failed.status == 502 and failed.error_code == "backend_error"
+
+
+def test_text_before_the_bad_chunk_still_reaches_the_stream(client, acme):
+    with client.responses.stream(model="sim-model", input="hostile:content-int") as stream:
+        events = list(stream)
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert deltas == ["Hello"]
+    assert events[-1].type == "response.failed"
+
+
+def test_invalid_json_in_the_stream_is_a_502(client, acme):
+    with pytest.raises(APIStatusError) as caught:
+        client.responses.create(model="sim-model", input="hostile:not-json")
+    assert caught.value.status_code == 502
+    _still_serving(client)
+    assert len(_rows_settle(acme.organisation, 3)) == 3
+
+
+@pytest.mark.parametrize("behaviour", ["hang", "hang-after-headers"])
+def test_silent_backend_is_a_504_after_the_first_token_timeout(client, acme, behaviour):
+    from responses_api.models import ServedModel
+
+    ServedModel.objects.filter(pk=acme.model.pk).update(first_token_timeout=1)
+    # The catalogue is cached for SWITCHYARD_CATALOG_CACHE_SECONDS (0.3 in tests).
+    time.sleep(0.5)
+    started = time.perf_counter()
+    with pytest.raises(APIStatusError) as caught:
+        client.responses.create(model="sim-model", input=f"hostile:{behaviour}")
+    took = time.perf_counter() - started
+    assert caught.value.status_code == 504
+    assert caught.value.response.json()["error"]["code"] == "backend_timeout"
+    assert 0.9 < took < 5
+    _still_serving(client)
+    rows = _rows_settle(acme.organisation, 3)
+    assert len(rows) == 3
+    assert sorted(r.status for r in rows) == [200, 200, 504]

@@ -1,0 +1,139 @@
+"""A hostile Chat Completions backend for tests: an aiohttp server in a
+thread of the test process, answering each request as its last user
+message says (``hostile:<behaviour>``; anything else is a short, honest
+stream). Every behaviour is something a real backend, broken or malicious,
+has sent or could send."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tests.conftest import free_port
+
+
+def _chunk(delta: dict[str, Any] | None = None, **extra: Any) -> bytes:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-hostile",
+        "object": "chat.completion.chunk",
+        "model": "sim-model",
+        "choices": [{"index": 0, "delta": delta or {}, "finish_reason": None}],
+    }
+    body.update(extra)
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+HELLO = _chunk({"role": "assistant", "content": "Hello"})
+WORLD = _chunk({"content": " world"})
+STOP = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+DONE = b"data: [DONE]\n\n"
+
+
+def _usage(usage: Any) -> bytes:
+    return b"data: " + orjson.dumps({"choices": [], "usage": usage}) + b"\n\n"
+
+
+# What each behaviour streams after the headers (a 200 event stream).
+STREAMS: dict[str, list[bytes]] = {
+    "ok": [HELLO, WORLD, STOP, _usage({"prompt_tokens": 5, "completion_tokens": 2}), DONE],
+    "content-int": [HELLO, _chunk({"content": 12345}), STOP, DONE],
+    "first-content-int": [_chunk({"content": 12345}), STOP, DONE],
+    "usage-negative": [HELLO, STOP, _usage({"prompt_tokens": -5, "completion_tokens": 2}), DONE],
+    "usage-huge": [HELLO, STOP, _usage({"prompt_tokens": 2**40, "completion_tokens": 1}), DONE],
+    "usage-list": [HELLO, STOP, b'data: {"choices": [], "usage": [1, 2]}\n\n', DONE],
+    "choices-string": [b'data: {"choices": "abc"}\n\n', DONE],
+    "arguments-object": [
+        _chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "f"}}]}),
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": {"a": 1}}}]}),
+        DONE,
+    ],
+    "tool-index-huge": [
+        _chunk({"tool_calls": [{"index": 10**12, "id": "c1", "function": {"name": "f"}}]}),
+        DONE,
+    ],
+    "not-json": [HELLO, b"data: {not json\n\n", DONE],
+    "no-choices": [b'data: {"id": "x"}\n\n', DONE],
+}
+
+
+class HostileBackend:
+    """The server; ``url`` is its ``/v1`` base, ``requests`` what it was sent."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.requests: list[dict[str, Any]] = []
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._serve())
+
+    async def _serve(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", self.port).start()
+        self._stop = asyncio.Event()
+        self._ready.set()
+        await self._stop.wait()
+        await runner.cleanup()
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "sim-model"}]})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(body)
+        behaviour = _behaviour(body)
+        if behaviour == "hang":
+            await asyncio.sleep(3600)
+        if behaviour == "hang-after-headers":
+            response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+            await response.prepare(request)
+            await asyncio.sleep(3600)
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        for piece in STREAMS.get(behaviour, STREAMS["ok"]):
+            await response.write(piece)
+        await response.write_eof()
+        return response
+
+    def __enter__(self) -> HostileBackend:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+
+def _behaviour(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages") or ()):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+        text = str(content or "")
+        return text.split("hostile:", 1)[1].split()[0] if "hostile:" in text else "ok"
+    return "ok"
+
+
+@contextmanager
+def hostile_backend() -> Iterator[HostileBackend]:
+    with HostileBackend() as backend:
+        yield backend
