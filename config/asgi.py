@@ -13,6 +13,7 @@ from typing import Any  # noqa: E402
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
+from config.guard import guarded  # noqa: E402
 from responses_api import draining, routes  # noqa: E402
 from responses_api.consumers import ApiConsumer, Receive, Send  # noqa: E402
 
@@ -32,7 +33,7 @@ async def http_application(scope: dict[str, Any], receive: Receive, send: Send) 
         await django_application(scope, receive, send)
 
 
-application = ProtocolTypeRouter({"http": http_application})
+application = ProtocolTypeRouter({"http": guarded(http_application)})
 
 # Everything loaded so far lives as long as the process: move it out of the
 # cyclic collector's sight, so that collections triggered by requests' short-

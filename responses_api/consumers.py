@@ -21,13 +21,14 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import orjson
 from django.conf import settings
 
 from responses_api import routes
 from responses_api.auth import authenticate, cached_caller, key_from_headers
 from responses_api.call import Call, Reply
 from responses_api.draining import drain, shutting_down
-from responses_api.encoding import decode_body
+from responses_api.encoding import decode
 from responses_api.ending import end_exchange
 from responses_api.errors import ApiError, body_too_large, body_too_slow, invalid
 from responses_api.exchange import Exchange, new_request_id
@@ -67,6 +68,15 @@ class ApiConsumer:
             params=match.params,
             query_string=scope.get("query_string", b""),
         )
+        try:
+            await self._serve(call, match, receive, headers)
+        except Exception as exc:  # a bug: the request still ends, with its row
+            await _salvage(call, exc)
+
+    async def _serve(
+        self, call: Call, match: routes.Match, receive: Receive, headers: dict[bytes, bytes]
+    ) -> None:
+        exchange = call.exchange
         if drain.draining:
             # Not admitted (so no usage row): the client retries elsewhere.
             await _refuse(call, shutting_down())
@@ -106,6 +116,42 @@ class ApiConsumer:
             listener.cancel()
             if exchange.releases:
                 await exchange.give_back_held()
+
+
+def _server_error() -> ApiError:
+    return ApiError(
+        500, "The server had an error while processing the request.", code="server_error"
+    )
+
+
+async def _salvage(call: Call, exc: Exception) -> None:
+    """End a request whose own ending failed (a bug): the row is handed
+    over if it was not, and the response ends — an error if nothing was
+    sent, else an ``error`` event closing the stream. Nothing raises out:
+    an exception reaching the server after the response started would stop
+    its housekeeping (daphne's 500 page cannot be sent any more)."""
+    exchange, responder = call.exchange, call.responder
+    log.error("request %s failed", exchange.request_id, exc_info=exc)
+    error = _server_error()
+    try:
+        if not exchange.submitted and exchange.caller is not None:
+            if exchange.status != 499:
+                exchange.fail(error)
+                exchange.error_message = f"{type(exc).__name__}: {exc}"[:2000]
+            await exchange.submit()
+    except Exception:
+        log.exception("request %s: its usage row could not be handed over", exchange.request_id)
+    try:
+        if not responder.started:
+            await responder.error(error)
+        elif not responder.finished:
+            event = {"type": "error", **error.body()["error"]}
+            await responder.end_stream(b"event: error\ndata: %s\n\n" % orjson.dumps(event))
+    except Exception:
+        log.exception("request %s: its response could not be ended", exchange.request_id)
+    finally:
+        if exchange.releases:
+            await exchange.give_back_held()
 
 
 async def _refuse(call: Call, error: ApiError) -> None:
@@ -158,9 +204,7 @@ async def _run(
             exchange.note = "Server shut down"
         except Exception as exc:  # a bug or an unexpected failure: never a traceback out
             log.exception("request %s failed", exchange.request_id)
-            error = ApiError(
-                500, "The server had an error while processing the request.", code="server_error"
-            )
+            error = _server_error()
             detail = f"{type(exc).__name__}: {exc}"
         await end_exchange(call, error=error, reply=reply, detail=detail)
     except asyncio.CancelledError:
@@ -202,7 +246,7 @@ async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes:
     except TimeoutError:
         raise body_too_slow(settings.SWITCHYARD_BODY_TIMEOUT_SECONDS) from None
     body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    return decode_body(body, headers.get(b"content-encoding"), cap=cap)
+    return await decode(body, headers.get(b"content-encoding"), cap=cap)
 
 
 async def _watch(receive: Receive, responder: Responder, task: asyncio.Task[Any]) -> bool:

@@ -280,3 +280,38 @@ def test_an_unknown_route_with_a_valid_key_is_a_404_with_a_row(tenant, rows):
     assert [(r["status"], r["method"], r["endpoint"]) for r in rows] == [
         (404, "GET", "/nothing-here")
     ]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_bug_in_the_ending_still_ends_the_request_with_its_row(tenant, rows, monkeypatch, stream):
+    """Whatever raises in the ending (a bug), the request ends: an error if
+    nothing was sent, an ``error`` event closing a started stream, and one
+    row saying 500; nothing reaches the server."""
+    from responses_api import consumers
+
+    real = consumers.end_exchange
+
+    async def broken_ending(call, **kwargs):
+        if kwargs.get("error") is None and kwargs.get("reply") is None:
+            raise TypeError("sequence item 1: expected str instance, int found")
+        await real(call, **kwargs)
+
+    monkeypatch.setattr(consumers, "end_exchange", broken_ending)
+
+    async def main() -> Client:
+        client = Client(scope(tenant.key))
+        await client.send_body(body("hi [[tokens:3]]", stream=stream))
+        await client.read_all()
+        await client.app.wait(5)  # returns, without an exception
+        return client
+
+    client = run(main())
+    if stream:
+        assert client.status() == 200
+        assert client.received.rstrip().splitlines()[-2] == b"event: error"
+        assert b'"code":"server_error"' in client.received
+    else:
+        assert client.status() == 500
+        assert client.error()["code"] == "server_error"
+    assert [r["status"] for r in rows] == [500]
+    assert rows[0]["error_message"].startswith("TypeError: sequence item 1")
