@@ -105,6 +105,11 @@ class HostileBackend:
             await asyncio.sleep(3600)
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
+        if behaviour == "slow":  # long enough for a client to leave mid-way
+            await response.write(HELLO)
+            for _ in range(40):
+                await asyncio.sleep(0.05)
+                await response.write(WORLD)
         for piece in STREAMS.get(behaviour, STREAMS["ok"]):
             await response.write(piece)
         await response.write_eof()
