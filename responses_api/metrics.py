@@ -76,6 +76,12 @@ UNAUTHENTICATED = Counter(
     "answered (invalid_api_key, unknown_url, method_not_allowed, server_shutting_down).",
     ["reason"],
 )
+USAGE_DEAD_LETTERS = Counter(
+    "switchyard_usage_dead_letters",
+    "Usage rows the database refused, kept as dead letters (manage.py usage_deadletters), "
+    "by reason: the class of the database's error.",
+    ["reason"],
+)
 IN_FLIGHT = Gauge(
     "switchyard_backend_in_flight",
     "Requests currently holding a slot on a backend.",
@@ -152,6 +158,11 @@ def unauthenticated_observe(*, reason: str) -> None:
     if counter is None:
         counter = _unauthenticated[reason] = UNAUTHENTICATED.labels(reason)
     counter.inc()
+
+
+def dead_letter_observe(*, reason: str) -> None:
+    """Count one usage row kept as a dead letter."""
+    USAGE_DEAD_LETTERS.labels(reason).inc()
 
 
 _in_flight: dict[str, Any] = {}

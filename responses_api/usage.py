@@ -19,18 +19,25 @@ it is committed to the database** (or parked as unwritable, see below).
   been idle ``CLAIM_IDLE_MS``.
 - Inserts ignore duplicate ``request_id`` values, so an entry written twice
   (claimed after its writer had in fact committed) is one row.
-- A row that can never be inserted (its organisation was deleted, a value out
-  of range, undecodable) does not hold others back: it is moved to the
-  ``switchyard:usage:dead`` stream and logged by request id. A database that
-  is down is not such a case: nothing is acknowledged and writers retry.
+- Every value is made to fit its column before the insert
+  (``responses_api/usage_sanitise.py``: NUL, lengths, ranges, NaN), so a
+  hostile header or a backend's odd count costs no row.
+- A row the database still refuses (its organisation was deleted meanwhile,
+  an entry that is not JSON) does not hold the others back: its batch is
+  written row by row, and it is kept as a dead letter
+  (``responses_api/deadletters.py``, ``manage.py usage_deadletters``), or on
+  the ``switchyard:usage:dead`` stream if even that table refuses it. A
+  database that is down or locked is not such a case: nothing is
+  acknowledged, and writers retry with a backoff.
 
 Rows are lost only if Redis loses acknowledged writes: run it with AOF
 (``appendonly yes``) where that matters.
 
 Without Redis (the embedded default, one process) rows wait in process memory
 for about ``FLUSH_INTERVAL`` seconds before a batch insert, and are written at
-interpreter exit; a crash of the process loses at most that fraction of a
-second of rows.
+interpreter exit (and at SIGTERM, ``responses_api/draining.py``); a crash of
+the process loses at most that fraction of a second of rows. The same
+sanitising, row-by-row retry and dead letters apply.
 """
 
 from __future__ import annotations
@@ -44,17 +51,27 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.db import DEFAULT_DB_ALIAS, DataError, IntegrityError, connections, models, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
 
 from responses_api import redis_conn
+from responses_api.deadletters import (
+    Refusal,
+    database_unavailable,
+    deadletter_refused_again,
+    deadletters_add,
+    deadletters_for,
+    row_decode,
+    row_encode,
+)
+from responses_api.usage_sanitise import RowSanitiser, json_clean
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +80,7 @@ GROUP = "writers"
 BATCH = 500
 CLAIM_IDLE_MS = 30_000
 FLUSH_INTERVAL = 0.2
+MAX_BACKOFF = 30.0
 
 # A usage row's columns, in the order exports list them (``usage_export``,
 # the console's CSV); a row as submitted also names its organisation and key.
@@ -99,7 +117,6 @@ EXPORT_COLUMNS = (
     "client_request_id",
     "originator",
 )
-_FIELDS = frozenset({"organisation_id", "api_key_id", "is_check", *EXPORT_COLUMNS})
 
 # A spreadsheet reads a cell starting with one of these as a formula: a
 # user agent, a model name or an error message from a request could then
@@ -122,21 +139,39 @@ def _default(value: Any) -> Any:
 
 
 def encode_row(row: dict[str, Any]) -> bytes:
-    return orjson.dumps(row, default=_default)
+    try:
+        return orjson.dumps(row, default=_default)
+    except TypeError:
+        # A lone surrogate or an integer past 64 bits, which JSON cannot
+        # carry: made JSON here, repaired to fit the columns by the writer.
+        return orjson.dumps(json_clean(row))
+
+
+class _Prepare:
+    """A submitted row as the values of ``UsageLog``'s columns: other keys
+    dropped, every value repaired to fit its column (``usage_sanitise``)."""
+
+    def __init__(self) -> None:
+        from responses_api.models import UsageLog
+
+        self.names = frozenset(
+            f.attname for f in UsageLog._meta.concrete_fields if not f.primary_key
+        )
+        self.sanitise = RowSanitiser(UsageLog)
+
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        names = self.names
+        return self.sanitise({k: v for k, v in row.items() if k in names})
+
+
+_prepare: _Prepare | None = None
 
 
 def _prepared(row: dict[str, Any]) -> dict[str, Any]:
-    data = {k: v for k, v in row.items() if k in _FIELDS}
-    for stamp in ("created_at", "finished_at"):
-        if isinstance(data.get(stamp), int | float):
-            data[stamp] = datetime.fromtimestamp(data[stamp], tz=UTC)
-    if data.get("created_at") is None:
-        data["created_at"] = datetime.now(tz=UTC)
-    if data.get("error_message"):
-        data["error_message"] = data["error_message"][:2000]
-    if data.get("user_agent"):
-        data["user_agent"] = data["user_agent"][:300]
-    return data
+    global _prepare
+    if _prepare is None:
+        _prepare = _Prepare()
+    return _prepare(row)
 
 
 class _Insert:
@@ -149,7 +184,10 @@ class _Insert:
     row: ``bulk_create`` cost about as much CPU per row as relaying the
     request did. Only a repeated ``request_id`` is skipped; any other
     constraint (a deleted organisation, a negative count) still fails, so the
-    row is set aside rather than silently dropped.
+    row is set aside rather than silently dropped. SQLite's statement goes
+    to the DB-API connection: its errors are wrapped as Django's (as the
+    cursor would have), so that the writer can tell the row's from the
+    database's.
     """
 
     # SQLite takes at most 32,766 parameters per statement.
@@ -247,7 +285,8 @@ class _Insert:
                     ]
                 sql = self.sql(connection, len(chunk))
                 if raw is not None:  # in the same transaction: the same connection
-                    returned = raw.execute(sql, params).fetchall()
+                    with connection.wrap_database_errors:
+                        returned = raw.execute(sql, params).fetchall()
                 else:
                     cursor.execute(sql, params)
                     returned = cursor.fetchall()
@@ -339,52 +378,123 @@ def insert_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return _insert(rows)
 
 
-# Errors that say the row itself can't go in (its organisation was deleted
-# meanwhile, a value out of range): retrying would fail forever.
-_ROW_ERRORS = (IntegrityError, DataError, ValueError, TypeError, ValidationError)
+def _commit(rows: list[dict[str, Any]]) -> None:
+    from responses_api.rollups import rollups_add
+
+    with transaction.atomic():
+        inserted = insert_rows(rows)
+        rollups_add(inserted)
+        _touch_keys(inserted)
 
 
-def write_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _refusals(rows: list[dict[str, Any]]) -> list[Refusal]:
+    """Write the rows; returns those the database refused. A database that
+    is unavailable raises (``deadletters.database_unavailable``); any other
+    error is taken as a row's."""
+    try:
+        _commit(rows)
+        return []
+    except Exception as exc:
+        if database_unavailable(exc):
+            raise
+        if len(rows) == 1:
+            return [Refusal.of(rows[0], exc)]
+    # One bad row must not hold the others back: one transaction per row.
+    refused: list[Refusal] = []
+    for row in rows:
+        try:
+            _commit([row])
+        except Exception as exc:
+            if database_unavailable(exc):
+                raise
+            refused.append(Refusal.of(row, exc))
+    return refused
+
+
+def write_rows(
+    rows: list[dict[str, Any]],
+    *,
+    unstored: Callable[[list[Refusal]], None] | None = None,
+) -> list[dict[str, Any]]:
     """Insert rows (idempotent on request_id), add those inserted to the
     roll-ups and touch their keys' last use, in one transaction: once a row
     is visible, its writer is done with it, and it is counted exactly once.
 
-    Returns the rows that cannot be inserted (poison rows); a database that
-    is down raises instead, so the caller keeps the rows and retries."""
-    from responses_api.rollups import rollups_add
-
+    Rows the database refuses are kept as dead letters, and returned;
+    ``unstored`` takes those that even the dead letters' table refused
+    (without it they are logged as lost). A database that is down raises
+    instead, so the caller keeps the rows and retries: rows committed
+    before it went down are not written twice."""
     if not rows:
         return []
-    try:
-        with transaction.atomic():
-            rollups_add(insert_rows(rows))
-            _touch_keys(rows)
-        return []
-    except _ROW_ERRORS:
-        pass
-    # One bad row must not hold the others back: one transaction per row.
-    rejected: list[dict[str, Any]] = []
-    for row in rows:
-        try:
-            with transaction.atomic():
-                rollups_add(insert_rows([row]))
-                _touch_keys([row])
-        except _ROW_ERRORS as exc:
-            log.error("usage row %s rejected: %s", row.get("request_id"), type(exc).__name__)
-            rejected.append(row)
-    return rejected
+    refused = _refusals(rows)
+    if refused:
+        left = deadletters_add(refused=refused)
+        if left and unstored is not None:
+            unstored(left)
+        else:
+            for refusal in left:
+                log.error(
+                    "usage row %s lost: refused (%s) and not kept",
+                    refusal.row.get("request_id"),
+                    refusal.reason,
+                )
+    return [refusal.row for refusal in refused]
+
+
+@dataclass(frozen=True)
+class Replayed:
+    written: int  # now in the usage log (inserted, or there already)
+    refused: int  # still refused: kept, with the new error
+    undecodable: int  # not a row at all (an entry of the stream that was not JSON)
+
+
+def deadletters_replay(*, ids: Sequence[int] = ()) -> Replayed:
+    """Write dead letters (all, or those of ``ids``) into the usage log,
+    repaired by today's rules, and delete those written. Idempotent: a row
+    already in the log counts as written. A key or backend deleted since
+    the request is dropped from the row, as its deletion would have done
+    (``SET_NULL``) had the row been written then. A database that is down
+    raises; what was replayed until then stays replayed."""
+    from accounts.models import ApiKey
+    from responses_api.models import Backend
+
+    letters = deadletters_for()
+    if ids:
+        letters = letters.filter(pk__in=ids)
+    written = refused = undecodable = 0
+    for letter in list(letters):
+        row = row_decode(letter.row)
+        if row is None:
+            undecodable += 1
+            continue
+        data = _prepared(row)
+        for name, model in (("api_key_id", ApiKey), ("backend_id", Backend)):
+            if data.get(name) is not None and not model.objects.filter(pk=data[name]).exists():
+                data[name] = None
+        refusals = _refusals([data])
+        if refusals:
+            deadletter_refused_again(letter=letter, refusal=refusals[0])
+            refused += 1
+        else:
+            letter.delete()
+            written += 1
+    return Replayed(written, refused, undecodable)
 
 
 def _touch_keys(rows: list[dict[str, Any]]) -> None:
+    """Each key's last use, from the rows as inserted (repaired values)."""
     from accounts.models import ApiKey
 
-    last_use: dict[str, float] = {}
+    last_use: dict[Any, datetime] = {}
     for row in rows:
         key = row.get("api_key_id")
         if key:
-            last_use[key] = max(last_use.get(key, 0.0), float(row.get("created_at") or 0))
+            stamp = row["created_at"]
+            if key not in last_use or stamp > last_use[key]:
+                last_use[key] = stamp
     for key, stamp in last_use.items():
-        ApiKey.objects.filter(pk=key).update(last_used_at=datetime.fromtimestamp(stamp, tz=UTC))
+        ApiKey.objects.filter(pk=key).update(last_used_at=stamp)
 
 
 # --- Redis stream ------------------------------------------------------------
@@ -418,8 +528,8 @@ def drain_redis(
     """Move rows from the Redis stream into the database; returns entries handled.
 
     Entries are acknowledged only once their rows are committed (or, for a
-    row that can never be inserted, parked on the dead-letter stream), so a
-    writer that dies mid-way leaves them pending for another to claim."""
+    row the database refuses, kept as a dead letter), so a writer that dies
+    mid-way leaves them pending for another to claim."""
     consumer = consumer or _consumer_name()
     _ensure_group(client)
     # First, entries a dead (or stuck) writer left pending for too long.
@@ -429,23 +539,62 @@ def drain_redis(
     for _, entries in response or ():
         batches.append(entries)
     handled = 0
+
+    def park(refused: list[Refusal]) -> None:
+        """The last resort, for rows even the dead letters' table refused."""
+        for refusal in refused:
+            raw = row_encode({"row": refusal.row, "error": refusal.reason})
+            client.xadd(dead_letter_stream(), {"r": raw}, maxlen=100_000, approximate=True)
+
     for entries in batches:
         rows: list[dict[str, Any]] = []
-        poison: list[bytes] = []
-        for _, fields in entries:
+        undecodable: list[Refusal] = []
+        for entry_id, fields in entries:
             try:
-                rows.append(orjson.loads(fields[b"r"]))
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                poison.append(orjson.dumps({"fields": repr(fields)[:2000]}))
-        poison += [encode_row(row) for row in write_rows(rows)]
-        for raw in poison:
-            client.xadd(dead_letter_stream(), {"r": raw}, maxlen=100_000, approximate=True)
+                row = orjson.loads(fields[b"r"])
+                if not isinstance(row, dict):
+                    raise TypeError("not a JSON object")
+                rows.append(row)
+            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+                text = repr(fields)[:2000]
+                entry = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                undecodable.append(Refusal.of({"undecodable": text, "entry": entry}, exc))
+        if undecodable:
+            park(deadletters_add(refused=undecodable))
+        write_rows(rows, unstored=park)
         ids = [entry_id for entry_id, _ in entries]
         # Acknowledge only after the rows are committed.
         client.xack(STREAM, GROUP, *ids)
         client.xdel(STREAM, *ids)
         handled += len(ids)
     return handled
+
+
+def deadletters_adopt(client) -> tuple[int, int]:
+    """Move the entries of the ``switchyard:usage:dead`` stream (where
+    earlier versions parked refused rows, and where rows go that even the
+    dead letters' table refused) into that table, so that they are listed
+    and replayed with the others. Returns (moved, left in the stream)."""
+    entries = client.xrange(dead_letter_stream())
+    moved = left = 0
+    for entry_id, fields in entries:
+        try:
+            parked = orjson.loads(fields[b"r"])
+        except (orjson.JSONDecodeError, KeyError):
+            parked = {"undecodable": repr(fields)[:2000]}
+        if isinstance(parked, dict) and isinstance(parked.get("row"), dict):
+            row, reason = parked["row"], str(parked.get("error") or "refused")
+        elif isinstance(parked, dict) and "fields" not in parked:
+            row, reason = parked, "refused"
+        else:  # an entry that was never a row
+            row, reason = {"undecodable": str(parked)[:2000]}, "undecodable"
+        refusal = Refusal(row, reason, "moved from the Redis stream " + dead_letter_stream())
+        if deadletters_add(refused=[refusal]):
+            left += 1
+        else:
+            client.xdel(dead_letter_stream(), entry_id)
+            moved += 1
+    return moved, left
 
 
 def redis_client():
@@ -509,6 +658,7 @@ class UsageSink:
 
     async def _run(self) -> None:
         assert self._wake is not None
+        backoff = 0.0
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=5.0)
@@ -517,15 +667,23 @@ class UsageSink:
             try:
                 await self.flush()
             except Exception:
-                log.exception("usage rows could not be written; retrying")
-                await asyncio.sleep(1.0)
+                # The database (or Redis) is down or locked: the rows are
+                # kept (in memory, or pending in the stream) for the next try.
+                backoff = min(max(backoff * 2, 1.0), MAX_BACKOFF)
+                log.exception("usage rows could not be written; retrying in %g s", backoff)
+                await asyncio.sleep(backoff)
+                self._wake_writer()
+            else:
+                backoff = 0.0
 
     def flush_at_exit(self) -> None:
         """Embedded default: write what is still in memory when the process exits."""
         rows, self.pending = self.pending, []
         if rows:
-            with contextlib.suppress(Exception):
+            try:
                 write_rows(rows)
+            except Exception:
+                log.exception("%d usage rows could not be written at exit", len(rows))
 
     async def flush(self) -> int:
         if settings.REDIS_URL:
@@ -534,6 +692,8 @@ class UsageSink:
         if not rows:
             return 0
         try:
+            # Refused rows become dead letters; only an unavailable
+            # database raises here.
             await sync_to_async(write_rows)(rows)
         except Exception:
             self.pending[:0] = rows

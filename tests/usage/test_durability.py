@@ -122,19 +122,30 @@ def test_rows_read_by_a_writer_that_crashed_are_claimed_by_another(people, redis
 @needs_redis
 @pytest.mark.django_db(transaction=True)
 def test_a_poison_row_does_not_block_the_others(people, redis_stream):
+    """Rows the database refuses become dead letters in the table; a value
+    out of range for its column is repaired, not refused."""
+    from responses_api.models import UsageDeadLetter
+
     org = people["acme"].id
     first, last = a_row(org), a_row(org)
+    orphan = a_row(999_999)  # foreign key that does not exist
+    out_of_range = a_row(org, status=70_000)
     xadd(redis_stream, first)
     xadd(redis_stream, b"{not json")
-    xadd(redis_stream, a_row(999_999))  # foreign key that does not exist
-    xadd(redis_stream, a_row(org, status=70_000))  # out of range for the column
+    xadd(redis_stream, orphan)
+    xadd(redis_stream, out_of_range)
     xadd(redis_stream, last)
     assert usage.drain_redis(redis_stream, consumer="w1") == 5
-    assert sorted(str(r.request_id) for r in usage_rows()) == sorted(
-        [first["request_id"], last["request_id"]]
+    written = {str(r.request_id): r for r in usage_rows()}
+    assert sorted(written) == sorted(
+        [first["request_id"], out_of_range["request_id"], last["request_id"]]
     )
+    assert written[out_of_range["request_id"]].status == 32767
     assert redis_stream.xpending(usage.STREAM, usage.GROUP)["pending"] == 0
-    assert redis_stream.xlen(usage.dead_letter_stream()) == 3
+    assert sorted(UsageDeadLetter.objects.values_list("request_id", flat=True)) == sorted(
+        ["", orphan["request_id"]]
+    )
+    assert redis_stream.xlen(usage.dead_letter_stream()) == 0
     assert usage.drain_redis(redis_stream, consumer="w2", claim_idle_ms=0) == 0
 
 

@@ -11,7 +11,9 @@ stays the safety net for a writer that is down.
 Several writers may run: they share the stream's consumer group, and a row
 read by a writer that died is taken over by another (``responses_api/usage.py``).
 On SIGTERM or SIGINT the batch being written is committed and acknowledged
-before the process exits.
+before the process exits. A row the database refuses becomes a dead letter
+(``manage.py usage_deadletters``); while the database or Redis is down, the
+writer retries with a backoff doubling up to 30 s, and keeps every row.
 """
 
 from __future__ import annotations
@@ -61,17 +63,33 @@ class Command(BaseCommand):
         interval = max(options["interval"], 0.0)
         written = 0
         log.info("usage writer started on stream %s", usage.STREAM)
+        backoff = 0.0
         while not stopping:
             close_old_connections()
             try:
                 handled = usage.drain_redis(client, block_ms=1000)
             except (redis.RedisError, DatabaseError) as exc:
-                # Nothing was acknowledged: the rows stay in the stream.
-                log.warning("usage rows could not be written (%s); retrying", type(exc).__name__)
-                time.sleep(1.0)
+                # Redis or the database is down (a row the database refuses
+                # is a dead letter, not an error here). Nothing was
+                # acknowledged: the rows stay in the stream.
+                backoff = min(max(backoff * 2, 1.0), usage.MAX_BACKOFF)
+                log.warning(
+                    "usage rows could not be written (%s); retrying in %g s",
+                    type(exc).__name__,
+                    backoff,
+                )
+                _pause(backoff, stopping)
                 continue
+            backoff = 0.0
             written += handled
             if handled and handled < usage.BATCH and not stopping:
                 time.sleep(interval)
         close_old_connections()
         log.info("usage writer stopped after %d rows", written)
+
+
+def _pause(seconds: float, stopping: list[int]) -> None:
+    """Sleep, but stop at once on SIGTERM: nothing is held meanwhile."""
+    deadline = time.monotonic() + seconds
+    while not stopping and time.monotonic() < deadline:
+        time.sleep(min(0.2, seconds))
