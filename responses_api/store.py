@@ -77,6 +77,13 @@ def _open(row: StoredResponse) -> Stored | None:
     )
 
 
+def _storable(identifier: str) -> bool:
+    """Whether ``identifier`` could name a stored response or item. Ids are
+    minted without NUL, and PostgreSQL refuses NUL in any text parameter:
+    an id with one is not found, as any unknown id, without a query."""
+    return "\x00" not in identifier
+
+
 def _live(organisation_id: int, now: datetime) -> Any:
     return StoredResponse.objects.filter(organisation_id=organisation_id, expires_at__gt=now)
 
@@ -256,8 +263,9 @@ def lookup(
     one call (one thread hop) for both."""
     now = timezone.now()
     chain = None
-    if previous_response_id is not None:
+    if previous_response_id is not None and _storable(previous_response_id):
         chain = _chain(organisation_id, previous_response_id, now)
+    item_ids = [i for i in item_ids if _storable(i)]
     items, holders = _items(organisation_id, item_ids, now) if item_ids else ({}, set())
     touched = {s.id for s in chain or ()} | holders
     if touched:
@@ -325,11 +333,15 @@ def _items(
 
 
 def response_get(*, organisation_id: int, response_id: str) -> Stored | None:
+    if not _storable(response_id):
+        return None
     row = _live(organisation_id, timezone.now()).filter(id=response_id).first()
     return _open(row) if row is not None else None
 
 
 def response_delete(*, organisation_id: int, response_id: str) -> bool:
+    if not _storable(response_id):
+        return False
     with transaction.atomic():
         if not _live(organisation_id, timezone.now()).filter(id=response_id).exists():
             return False

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from responses_api.access import SESSION_TURNS, session_turns_for_member
 
 
 def session_page(request: HttpRequest, membership, session_id: str) -> HttpResponse:
+    if "\x00" in session_id:
+        # No stored session id holds a NUL (the usage writer replaces it),
+        # and PostgreSQL refuses one in a query: not found, as any other.
+        raise Http404("Not found.")
     turns = session_turns_for_member(membership=membership, session_id=session_id)
     first, last = turns[0], turns[-1]
     totals = {
