@@ -7,9 +7,11 @@ from datetime import timedelta
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from accounts.access import is_support
 from console import charts
 from console.spend import organisation_month
 from console.stats import WINDOWS, dashboard_build
+from responses_api.deadletters import deadletters_for
 
 
 def _label(start, bucket: timedelta) -> str:
@@ -18,6 +20,14 @@ def _label(start, bucket: timedelta) -> str:
     if bucket > timedelta(hours=1):
         return start.strftime("%a %Hh")
     return start.strftime("%H:%M")
+
+
+def _dead_letters(request: HttpRequest, membership) -> int:
+    """Usage rows the database refused (``manage.py usage_deadletters``):
+    every organisation's for platform staff, who can act on them; the
+    organisation's own for its members, whose figures miss them."""
+    organisation_id = None if is_support(request.user) else membership.organisation_id
+    return deadletters_for(organisation_id=organisation_id).count()
 
 
 def dashboard_page(request: HttpRequest, membership) -> HttpResponse:
@@ -79,5 +89,6 @@ def dashboard_page(request: HttpRequest, membership) -> HttpResponse:
             "ttft_chart": ttft_chart,
             "month": organisation_month(membership.organisation),
             "warning": membership.organisation.budget_warning_percent,
+            "dead_letters": _dead_letters(request, membership),
         },
     )
