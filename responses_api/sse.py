@@ -31,23 +31,50 @@ class EventWriter:
         return b"".join(out)
 
 
+# The longest SSE line accepted from a backend. A chunk is one line; the
+# largest real ones (a tool call's arguments in one piece) are tens of kB.
+MAX_LINE_BYTES = 1024 * 1024
+# An unfinished line longer than this is kept as a list of pieces.
+_PIECES_FROM = 4 * 1024
+
+
 class ChunkReader:
     """Splits a chat-completions SSE byte stream into decoded JSON chunks.
 
     Bytes arrive cut anywhere (mid-line, mid-UTF-8 character); only complete
     lines are decoded. ``[DONE]`` sets :attr:`done`.
+
+    The start of an unfinished line is joined to the next read, as cheap as
+    it gets for the usual short line cut in two; past ``_PIECES_FROM`` bytes
+    its pieces are kept in a list instead and joined once, when its newline
+    arrives (joining at every read copies the line again each time:
+    quadratic in its length). A line over ``MAX_LINE_BYTES`` is refused, so
+    a backend that never ends a line cannot have the process buffer it
+    without bound.
     """
 
-    __slots__ = ("buffer", "done")
+    __slots__ = ("buffer", "done", "held", "pieces")
 
     def __init__(self) -> None:
-        self.buffer = b""
+        self.buffer = b""  # an unfinished line, while short
+        self.pieces: list[bytes] | None = None  # a long one
+        self.held = 0  # the long one's length
         self.done = False
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
-        buffer = self.buffer + data if self.buffer else data
+        if self.pieces is None:
+            buffer = self.buffer + data if self.buffer else data
+        elif b"\n" in data:
+            self.pieces.append(data)
+            buffer = b"".join(self.pieces)
+            self.pieces = None
+        else:
+            self._hold(data)
+            return []
         lines = buffer.split(b"\n")
         self.buffer = lines.pop()
+        if len(buffer) > _PIECES_FROM:
+            self._measure(buffer, lines)
         chunks = []
         for line in lines:
             if not line.startswith(b"data:"):
@@ -67,6 +94,24 @@ class ChunkReader:
             if isinstance(value, dict):
                 chunks.append(value)
         return chunks
+
+    def _measure(self, buffer: bytes, lines: list[bytes]) -> None:
+        """Refuse a complete line over the limit; keep a long unfinished one
+        as pieces."""
+        if len(buffer) > MAX_LINE_BYTES and max(map(len, lines), default=0) > MAX_LINE_BYTES:
+            raise UpstreamProtocolError("the backend sent a line over 1 MB")
+        if len(self.buffer) > _PIECES_FROM:
+            tail, self.buffer = self.buffer, b""
+            self.pieces = []
+            self.held = 0
+            self._hold(tail)
+
+    def _hold(self, piece: bytes) -> None:
+        assert self.pieces is not None
+        self.held += len(piece)
+        if self.held > MAX_LINE_BYTES:
+            raise UpstreamProtocolError("the backend sent a line over 1 MB")
+        self.pieces.append(piece)
 
 
 class UpstreamProtocolError(Exception):
