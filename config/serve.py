@@ -13,14 +13,19 @@ measured by the benchmark (bench/README.md):
   request already logs one structured line (``switchyard.requests``), and a
   second line per request costs a formatted write (put the access log of the
   console's pages on the reverse proxy, or pass ``--access-log -``).
-- Three patches of Twisted's and daphne's internals (``config/patches.py``,
+- Patches of Twisted's and daphne's internals (``config/patches.py``,
   which says what each does and saves) are applied before the reactor
   runs, each only if the versions and attributes it was written for are
   there: ``daphne_factory`` (no form parsing and no Twisted access log line;
   switched off, a request costs 20 % more instructions), ``eager_writes``
   (writes leave at once; off, a token of a paced stream costs 37 % more,
   a request 4 %) and ``http_module`` (daphne skips Twisted's deprecation
-  proxy; off, a paced token costs 14 % more).
+  proxy; off, a paced token costs 14 % more). Two more bound what a client
+  can make the process hold: ``backpressure`` (a response's ``send`` waits
+  while the client does not read, and a client that reads nothing for
+  ``SWITCHYARD_CLIENT_STALL_SECONDS`` is disconnected) and
+  ``header_timeout`` (a request head not complete within
+  ``SWITCHYARD_HEADER_TIMEOUT_SECONDS`` closes its connection).
   ``SWITCHYARD_SERVER_PATCHES=none`` serves with stock daphne and Twisted.
 - pyOpenSSL is not loaded unless daphne is given a TLS endpoint
   (``-e ssl:…``): TLS ends at the reverse proxy, and Twisted, which loads

@@ -358,6 +358,14 @@ SWITCHYARD_BACKEND_ALLOW_PRIVATE = env.bool(
 SWITCHYARD_MAX_BODY_BYTES = env.int("SWITCHYARD_MAX_BODY_BYTES", default=16 * 1024 * 1024)
 # A request body not complete this long after its headers is answered 408.
 SWITCHYARD_BODY_TIMEOUT_SECONDS = env.float("SWITCHYARD_BODY_TIMEOUT_SECONDS", default=30.0)
+# A request's line and headers not complete this long after its connection
+# opened (or, on a kept-alive connection, after its first byte): the
+# connection is closed (config/patches.py, header_timeout).
+SWITCHYARD_HEADER_TIMEOUT_SECONDS = env.float("SWITCHYARD_HEADER_TIMEOUT_SECONDS", default=30.0)
+# A client that reads nothing of its response for this long while the
+# server's write buffer is full: the connection is closed and the request
+# ends as a client gone, 499 (config/patches.py, backpressure).
+SWITCHYARD_CLIENT_STALL_SECONDS = env.float("SWITCHYARD_CLIENT_STALL_SECONDS", default=60.0)
 # Sign-in throttle (console and admin): this many failures within the window
 # lock the account, or the client address, until the window (opened by the
 # first failure) ends.

@@ -35,21 +35,30 @@ logging.getLogger("switchyard.server").setLevel(logging.INFO)
 from daphne import http_protocol, server
 from twisted.internet import tcp
 from twisted.python.deprecate import _ModuleProxy
+from twisted.web import http
+
+stock_request = http_protocol.WebRequest  # before the patches
 
 from config import patches
 
 exec(sys.argv[2])
 applied = patches.apply(sys.argv[1])
 factory = server.HTTPFactory(None)
-request = factory.buildProtocol(None).requestFactory
+protocol = factory.buildProtocol(None)
+request = protocol.requestFactory
 print(json.dumps({
     "applied": applied,
     "active": {
+        "backpressure": issubclass(request, stock_request)
+        and hasattr(request, "pauseProducing")
+        and server.Server.handle_reply.__module__ == "config.patches",
         "daphne_factory": request is not http_protocol.WebRequest
         and issubclass(request, http_protocol.WebRequest)
         and type(factory).log is not http_protocol.HTTPFactory.log,
         "eager_writes": tcp.Port.transport.__name__ == "EagerServer"
         and issubclass(tcp.Port.transport, tcp.Server),
+        "header_timeout": type(protocol._channel) is not http.HTTPChannel
+        and isinstance(protocol._channel, http.HTTPChannel),
         "http_module": not isinstance(http_protocol.http, _ModuleProxy),
     },
     "warnings": [r.getMessage() for r in records if r.levelno == logging.WARNING],
@@ -99,8 +108,8 @@ def test_a_missing_internal_keeps_the_stock_behaviour_with_one_warning():
     """Twisted's ports no longer make their transports from tcp.Server: that
     patch is left out, with one warning that says why; the other applies."""
     result = _probe("all", "tcp.Port.transport = type('Other', (tcp.Server,), {})")
-    assert result["applied"] == ["daphne_factory", "http_module"]
-    assert result["active"] == {"daphne_factory": True, "eager_writes": False, "http_module": True}
+    assert result["applied"] == [n for n in patches.NAMES if n != "eager_writes"]
+    assert result["active"] == {n: n != "eager_writes" for n in patches.NAMES}
     assert result["warnings"] == [
         "Server patches not applied, stock behaviour kept: "
         "eager_writes (twisted.internet.tcp.Port.transport is not tcp.Server)"
@@ -130,7 +139,7 @@ def test_the_versions_written_for_are_the_pinned_ones():
         ("all", list(patches.NAMES)),
         ("none", []),
         ("eager_writes", ["eager_writes"]),
-        ("-eager_writes", ["daphne_factory", "http_module"]),
+        ("-eager_writes", ["backpressure", "daphne_factory", "header_timeout", "http_module"]),
         (" eager_writes , daphne_factory ", ["daphne_factory", "eager_writes"]),
     ],
 )
@@ -142,3 +151,19 @@ def test_the_environment_variable_selects_patches(spec, names):
 def test_an_unknown_or_mixed_selection_is_an_error(spec):
     with pytest.raises(ValueError, match="SWITCHYARD_SERVER_PATCHES"):
         patches.selected(spec)
+
+
+@pytest.mark.parametrize(
+    "status, phrase",
+    [
+        (413, b"Request Entity Too Large"),
+        (415, b"Unsupported Media Type"),
+        (422, b"Unprocessable Entity"),
+        (429, b"Too Many Requests"),
+        (499, b"Client Closed Request"),
+        (504, b"Gateway Timeout"),
+    ],
+)
+def test_every_status_the_api_sends_has_a_reason_phrase(status, phrase):
+    """Twisted's own table lacks 429 and 499 ("Unknown Status")."""
+    assert patches._PHRASES[status] == phrase
