@@ -126,12 +126,11 @@ async def _relay_json(
     than a connection held for the read timeout."""
     deadline = asyncio.timeout(first_token_timeout)
     try:
-        async with deadline:
-            async with upstream as attempt:
-                output.plan = attempt.plan
-                await read_answer(
-                    attempt.answer, output.translator, attempt.route.backend.name, deadline
-                )
+        async with deadline, upstream as attempt:
+            output.plan = attempt.plan
+            await read_answer(
+                attempt.answer, output.translator, attempt.route.backend.name, deadline
+            )
     except TimeoutError:
         if not deadline.expired():
             raise
