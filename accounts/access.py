@@ -23,6 +23,9 @@ manage admin API keys    yes    yes     no        no
 
 Platform support staff (superusers, or members of the ``support`` group) may
 read any organisation's usage log and trace any request id, read-only.
+Platform staff (Django's ``is_staff`` or superusers) may also let a backend
+sit on a private address (``Backend.allow_private``), which no organisation
+role can.
 """
 
 from __future__ import annotations
@@ -91,6 +94,13 @@ def is_support(user: User | AnonymousUser) -> bool:
     if user.is_superuser:
         return True
     return user.groups.filter(name=SUPPORT_GROUP).exists()
+
+
+def is_platform_staff(user: User | AnonymousUser) -> bool:
+    """Whoever runs the platform, as opposed to an organisation's members."""
+    if not user.is_authenticated or not user.is_active:
+        return False
+    return bool(user.is_staff or user.is_superuser)
 
 
 def memberships_of(user: User | AnonymousUser) -> QuerySet[Membership]:

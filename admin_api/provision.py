@@ -15,6 +15,10 @@ rolled back: the plan it prints is the one a real run would carry out.
 
 Upstream API keys are never written in the file: ``api_key_env: NAME``
 names the environment variable holding one.
+
+A backend may say ``allow_private: true`` (a private or link-local address,
+``responses_api.backends.addresses``), which the management API refuses:
+whoever runs ``apply`` on the server is platform staff.
 """
 
 from __future__ import annotations
@@ -196,7 +200,12 @@ def _backend(
         if not isinstance(variable, str) or variable not in environ:
             raise ProvisionError(f"{path}.api_key_env: the variable {variable} is not set.")
         data["upstream_api_key"] = environ[variable]
+    allow_private = data.pop("allow_private", None)
+    if allow_private is not None and not isinstance(allow_private, bool):
+        raise ProvisionError(f"{path}.allow_private: true or false.")
     clean = _valid(BackendSerializer(data=data, context=context), path)
+    if allow_private is not None:
+        clean["allow_private"] = allow_private
     name = clean["name"]
     label = f"{organisation.slug}/{name}"
     backend = Backend.objects.filter(organisation=organisation, name=name).first()

@@ -37,10 +37,13 @@ class ApiError(Exception):
         param: str | None = None,
         type: str | None = None,
         headers: Sequence[tuple[bytes, bytes]] = (),
+        detail: str = "",
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        # For the usage row only, never the client: what a backend answered.
+        self.detail = detail
         self.code = code
         self.param = param
         self.type = type or ERROR_TYPES.get(status, "invalid_request_error")

@@ -143,7 +143,7 @@ class Exchange:
     def fail(self, error: ApiError, note: str = "") -> None:
         self.status = error.status
         self.error_code = error.code or error.type
-        self.error_message = error.message
+        self.error_message = f"{error.message} {error.detail}" if error.detail else error.message
         self.note = note or self.note
 
     def client_gone(self) -> None:

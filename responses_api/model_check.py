@@ -23,12 +23,13 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
-import aiohttp
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from accounts.models import Organisation
 from responses_api import exchange as exchange_module
+from responses_api.backends.addresses import AddressPolicy, backend_policy
+from responses_api.backends.client import BackendError, get
 from responses_api.check_client import (
     REQUEST_TIMEOUT,
     Answer,
@@ -303,7 +304,10 @@ async def check_context_window(ctx: Context) -> Result:
 async def check_cancellation(ctx: Context) -> Result:
     name = "cancellation"
     stats_url = _sim_stats_url(ctx.backend)
-    before = await _sim_stats(stats_url)
+    # The backend's own address policy: the check reaches nothing its
+    # requests could not.
+    policy = backend_policy(allow_private=bool(ctx.backend and ctx.backend.allow_private))
+    before = await _sim_stats(stats_url, policy)
     started = timezone.now()
     answer, left = await ctx.client.send(
         {
@@ -320,7 +324,7 @@ async def check_cancellation(ctx: Context) -> Result:
     if before is not None:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            after = await _sim_stats(stats_url)
+            after = await _sim_stats(stats_url, policy)
             if after is not None and after["disconnects"] > before["disconnects"]:
                 return Result(name, True, "the backend saw the disconnect")
             await asyncio.sleep(0.1)
@@ -334,24 +338,18 @@ async def check_cancellation(ctx: Context) -> Result:
 def _sim_stats_url(backend: Backend | None) -> str | None:
     if backend is None:
         return None
-    root = backend.base_url.rstrip("/").removesuffix("/v1")
-    return root + "/_sim/stats"
+    return backend.base_url.rstrip("/").removesuffix("/v1")
 
 
-async def _sim_stats(url: str | None) -> dict[str, Any] | None:
-    if url is None:
+async def _sim_stats(root: str | None, policy: AddressPolicy) -> dict[str, Any] | None:
+    """The simulator's counters, when the backend is one."""
+    if root is None:
         return None
     try:
-        # aiohttp, the backends' own client: httpx would load its command
-        # line (rich, pygments) into every web process that lists models.
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session,
-            session.get(url) as reply,
-        ):
-            data = await reply.json(content_type=None) if reply.status == 200 else None
-    except (aiohttp.ClientError, TimeoutError, ValueError):
+        status, data, _ = await get(root, "/_sim/stats", api_key="", within=3, policy=policy)
+    except BackendError:
         return None
-    return data if isinstance(data, dict) and "disconnects" in data else None
+    return data if status == 200 and isinstance(data, dict) and "disconnects" in data else None
 
 
 async def _check_row_status(key_id: str, since: Any) -> int | None:

@@ -18,9 +18,11 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from accounts.access import is_platform_staff
 from accounts.audit import CLI, Actor, audit_record
-from accounts.models import Organisation
+from accounts.models import AuditEntry, Organisation
 from responses_api import catalog
+from responses_api.backends.addresses import backend_policy, save_refusal
 from responses_api.models import (
     DEFAULT_REASONING_LEVELS,
     REASONING_LEVELS,
@@ -63,7 +65,15 @@ def _unknown(data: Mapping[str, object], allowed: Iterable[str]) -> Errors:
 
 # --- Backends ----------------------------------------------------------------
 
-BACKEND_FIELDS = ("name", "base_url", "dialect", "max_concurrency", "enabled", "extra_body")
+BACKEND_FIELDS = (
+    "name",
+    "base_url",
+    "dialect",
+    "max_concurrency",
+    "enabled",
+    "extra_body",
+    "allow_private",
+)
 
 
 def _backend_name_taken(
@@ -78,10 +88,24 @@ def _backend_name_taken(
     return same.exists()
 
 
+def _may_allow_private(actor: Actor) -> bool:
+    """Platform staff: the command line, or a staff member in the console.
+    An organisation's admins (console or admin key) are not."""
+    if actor.source == AuditEntry.Source.CLI and actor.user is None:
+        return True
+    return actor.admin_key is None and actor.user is not None and is_platform_staff(actor.user)
+
+
 def _backend_clean(
-    *, organisation_id: int | None, backend_id: uuid.UUID | None, values: dict[str, Any]
+    *,
+    organisation_id: int | None,
+    backend_id: uuid.UUID | None,
+    values: dict[str, Any],
+    check_address: bool = True,
 ) -> dict[str, Any]:
-    """Check a backend's fields (all of them, as they would be saved)."""
+    """Check a backend's fields (all of them, as they would be saved). The
+    address is looked up only when ``check_address``: a new backend, a new
+    URL or a narrower policy."""
     errors: Errors = {}
     name = values["name"].strip() if isinstance(values["name"], str) else ""
     if not name or len(name) > 100:
@@ -89,7 +113,11 @@ def _backend_clean(
     elif _backend_name_taken(organisation_id=organisation_id, backend_id=backend_id, name=name):
         errors["name"] = [f"A backend named “{name}” exists already."]
     url = values["base_url"].strip().rstrip("/") if isinstance(values["base_url"], str) else ""
-    url_error = _base_url_error(url)
+    allow_private = values["allow_private"]
+    if not isinstance(allow_private, bool):
+        errors["allow_private"] = ["True or false."]
+        allow_private = False
+    url_error = _base_url_error(url, allow_private=allow_private if check_address else None)
     if url_error:
         errors["base_url"] = [url_error]
     if values["dialect"] not in Backend.Dialect.values:
@@ -106,7 +134,11 @@ def _backend_clean(
     return {**values, "name": name, "base_url": url}
 
 
-def _base_url_error(url: str) -> str | None:
+def _base_url_error(url: str, *, allow_private: bool | None) -> str | None:
+    """Why ``url`` cannot be a backend's base URL, or None. With
+    ``allow_private`` None the address is not looked up; else it is judged
+    by the address policy of a backend with that flag (``backends.addresses``).
+    """
     # Not Django's URLValidator: it refuses single-label hosts such as
     # ``http://vllm:8000/v1``, the usual name of a backend inside a cluster.
     if not url.startswith(("http://", "https://")):
@@ -115,12 +147,38 @@ def _base_url_error(url: str) -> str | None:
         return "At most 500 characters."
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
+        port = parts.port
     except ValueError:
         return "Enter a valid URL."
     if not parts.hostname or any(c.isspace() for c in url):
         return "Enter a valid URL."
+    # A query or fragment would follow every path the gateway appends
+    # (``/chat/completions?…``) and let the URL reach any path of the host.
+    if "?" in url or "#" in url:
+        return "A base URL has no query (?…) or fragment (#…)."
+    if "@" in parts.netloc:
+        return "A base URL has no user name or password; give the upstream API key instead."
+    if _numeric_host(parts.hostname):
+        return "Write an IPv4 address as four decimal numbers (a.b.c.d)."
+    if allow_private is None:
+        return None
+    default_port = 443 if parts.scheme == "https" else 80
+    refusal = save_refusal(
+        parts.hostname, port or default_port, backend_policy(allow_private=allow_private)
+    )
+    if refusal:
+        return f"{refusal} Only platform staff may allow a backend on such an address."
     return None
+
+
+def _numeric_host(host: str) -> bool:
+    """A host in one of the old numeric IPv4 forms (``2130706433``,
+    ``127.1``, ``0x7f.0.0.1``) that resolvers accept but aiohttp refuses."""
+    if ":" in host or not all(c in "0123456789abcdefx." for c in host):
+        return False
+    parts = host.split(".")
+    canonical = len(parts) == 4 and all(p.isdigit() and str(int(p)) == p for p in parts)
+    return not canonical and any(c.isdigit() for c in parts[-1][:1])
 
 
 def _upstream_key_apply(backend: Backend, upstream_key: str | None) -> str | None:
@@ -146,8 +204,13 @@ def backend_create(
     enabled: bool = True,
     upstream_key: str = "",
     extra_body: dict[str, Any] | None = None,
+    allow_private: bool = False,
 ) -> Backend:
-    """Add a backend to the organisation (None: a shared, platform backend)."""
+    """Add a backend to the organisation (None: a shared, platform backend).
+    ``allow_private`` lets it sit on a private or link-local address; only
+    platform staff may set it."""
+    if allow_private and not _may_allow_private(actor):
+        _raise({"allow_private": ["Only platform staff may set this."]})
     values = _backend_clean(
         organisation_id=organisation.pk if organisation else None,
         backend_id=None,
@@ -158,6 +221,7 @@ def backend_create(
             "max_concurrency": max_concurrency,
             "enabled": enabled,
             "extra_body": extra_body if extra_body is not None else {},
+            "allow_private": allow_private,
         },
     )
     backend = Backend(organisation=organisation, **values)
@@ -184,14 +248,29 @@ def backend_update(*, backend: Backend, actor: Actor, data: Mapping[str, Any]) -
     that changes nothing writes nothing, audit entry included.
 
     ``upstream_key``: a value replaces the stored key, None removes it, an
-    empty string (or no key) keeps it."""
+    empty string (or no key) keeps it.
+
+    ``allow_private`` is changed by platform staff only. A new URL given by
+    anyone else drops the flag: staff allowed the address, not whatever
+    address the backend is moved to."""
     _raise(_unknown(data, (*BACKEND_FIELDS, "upstream_key")))
     current = {f: getattr(backend, f) for f in BACKEND_FIELDS}
     wanted = {f: data[f] for f in BACKEND_FIELDS if f in data}
+    staff = _may_allow_private(actor)
+    flag = current["allow_private"]
+    if not staff and wanted.get("allow_private", flag) != flag:
+        _raise({"allow_private": ["Only platform staff may change this."]})
+    new_url = "base_url" in wanted and (
+        str(wanted["base_url"]).strip().rstrip("/") != current["base_url"]
+    )
+    if new_url and not staff:
+        wanted["allow_private"] = False
+    narrower = current["allow_private"] and wanted.get("allow_private") is False
     values = _backend_clean(
         organisation_id=backend.organisation_id,
         backend_id=backend.pk,
         values={**current, **wanted},
+        check_address=new_url or narrower,
     )
     changed = [f for f in BACKEND_FIELDS if values[f] != current[f]]
     for field in changed:
@@ -239,10 +318,12 @@ def backend_ensure(
     dialect: str | None = None,
     max_concurrency: int | None = None,
     extra_body: dict[str, Any] | None = None,
+    allow_private: bool | None = None,
     actor: Actor = CLI,
 ) -> tuple[Backend, bool]:
     """Create the backend, or update the fields given; idempotent, for
-    provisioning. ``api_key`` None keeps the stored upstream key."""
+    provisioning. ``api_key`` None keeps the stored upstream key;
+    ``allow_private`` None keeps the flag (off for a new backend)."""
     backend = Backend.objects.filter(organisation=organisation, name=name).first()
     if backend is None:
         created = backend_create(
@@ -254,6 +335,7 @@ def backend_ensure(
             max_concurrency=16 if max_concurrency is None else max_concurrency,
             upstream_key=api_key or "",
             extra_body=extra_body,
+            allow_private=bool(allow_private),
         )
         return created, True
     data: dict[str, Any] = {"base_url": base_url}
@@ -262,6 +344,7 @@ def backend_ensure(
         ("max_concurrency", max_concurrency),
         ("extra_body", extra_body),
         ("upstream_key", api_key),
+        ("allow_private", allow_private),
     ):
         if value is not None:
             data[field] = value

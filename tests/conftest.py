@@ -267,6 +267,28 @@ def _usage_rows_settled(request):
         client.close()
 
 
+def resolve_locally(host: str, port: int) -> list[str]:
+    """Name resolution without a DNS server: ``localhost`` and IP literals
+    (numeric forms included) only; any other name does not resolve."""
+    if host.lower().rstrip(".") == "localhost":
+        return ["127.0.0.1", "::1"]
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except (OSError, UnicodeError):
+        return []
+    return [str(info[4][0]) for info in infos]
+
+
+@pytest.fixture(autouse=True)
+def _no_dns_queries(monkeypatch):
+    """Saving a backend looks its host name up (responses_api.backends.
+    addresses); no test may send a query to a DNS server, which is not on
+    loopback."""
+    from responses_api.backends import addresses
+
+    monkeypatch.setattr(addresses, "resolve", resolve_locally)
+
+
 @pytest.fixture(autouse=True)
 def _store_loop_closed():
     """The connections stored responses are written on (the event loop's

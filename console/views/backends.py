@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.access import is_platform_staff
 from accounts.audit import Actor
 from console.forms import BackendForm, errors_onto
 from console.health import backend_connection_test
@@ -45,7 +46,9 @@ def backend_edit(request: HttpRequest, membership, backend_id=None) -> HttpRespo
     backend = None
     if backend_id is not None:
         backend = get_backend_for_member(membership=membership, backend_id=backend_id, manage=True)
-    form = BackendForm(request.POST or None, instance=backend)
+    form = BackendForm(
+        request.POST or None, instance=backend, staff=is_platform_staff(request.user)
+    )
     if request.method == "POST" and form.is_valid():
         actor = Actor.console(membership.user)
         try:

@@ -20,6 +20,13 @@ are not consulted (backends are addressed directly), TLS is verified with
 the system's trust store, no cookie is kept (a backend's cookie must not
 follow one organisation's request into another's), and bodies are relayed
 undecoded (``Accept-Encoding: identity``).
+
+Every connection obeys the backend's address policy
+(:mod:`responses_api.backends.addresses`): a name is resolved through
+:class:`~responses_api.backends.addresses.PolicyResolver`, an IP literal is
+judged before any request, and a refusal is :class:`BackendAddressRefused`
+with nothing sent. An error answer's body is read up to ``ERROR_BODY_LIMIT``
+bytes, then the connection is dropped.
 """
 
 from __future__ import annotations
@@ -35,11 +42,25 @@ from django.conf import settings
 from multidict import CIMultiDict
 from yarl import URL
 
+from responses_api.backends.addresses import (
+    AddressPolicy,
+    AddressRefused,
+    PolicyResolver,
+    backend_policy,
+    literal_refusal,
+)
+
 # An idle keep-alive connection is closed after this long. A burst of a
 # thousand streams leaves as many idle sockets (about 10 KB each in this
 # process, and a slot on the backend); aiohttp offers no bound on their
 # number, so the time bounds them.
 KEEPALIVE_SECONDS = 15.0
+# What is read of an error answer's body (for its classification and the
+# usage row); a backend answering 400 MB of error must not take as much
+# memory here.
+ERROR_BODY_LIMIT = 64 * 1024
+# What is read of a health probe's answer: a model list, never this long.
+PROBE_BODY_LIMIT = 1024 * 1024
 
 
 class BackendError(Exception):
@@ -48,6 +69,10 @@ class BackendError(Exception):
 
 class BackendUnreachable(BackendError):
     """The connection was refused or could not be made in time; nothing was sent."""
+
+
+class BackendAddressRefused(BackendUnreachable):
+    """The backend's address is one its policy refuses; nothing was sent."""
 
 
 class BackendDisconnected(BackendError):
@@ -80,11 +105,10 @@ class Answer:
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _error(exc) from exc
 
-    async def read(self) -> bytes:
-        try:
-            return await self._response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _error(exc) from exc
+    async def read(self, limit: int = ERROR_BODY_LIMIT) -> bytes:
+        """The body's first ``limit`` bytes. A longer body is not read to
+        its end: its connection is closed instead."""
+        return await _read_bounded(self._response, limit)
 
     def close(self) -> None:
         """An answer not read to its end closes its connection, which is
@@ -117,12 +141,24 @@ _finishing: set[asyncio.Task[None]] = set()
 class Upstream:
     """One backend's connection pool and its prepared request parts."""
 
-    __slots__ = ("_base", "_headers", "_session", "_timeout", "_url", "is_closed")
+    __slots__ = (
+        "_base",
+        "_headers",
+        "_policy",
+        "_refusal",
+        "_session",
+        "_timeout",
+        "_url",
+        "is_closed",
+    )
 
-    def __init__(self, base_url: str, api_key: str) -> None:
+    def __init__(self, base_url: str, api_key: str, policy: AddressPolicy | None = None) -> None:
         self._base = base_url.rstrip("/")
         self._url = URL(self._base + "/chat/completions")
         self._headers = _headers(api_key)
+        self._policy = policy or backend_policy(allow_private=False)
+        # aiohttp never resolves an IP literal: judged here, once.
+        self._refusal = literal_refusal(self._url.raw_host, self._policy)
         self._timeout = aiohttp.ClientTimeout(
             sock_connect=settings.SWITCHYARD_CONNECT_TIMEOUT,
             sock_read=settings.SWITCHYARD_READ_TIMEOUT,
@@ -133,8 +169,10 @@ class Upstream:
 
     async def send_chat(self, body: dict[str, Any]) -> Answer:
         """POST ``chat/completions``; the answer's body is left to stream."""
+        if self._refusal is not None:
+            raise BackendAddressRefused(self._refusal)
         if self._session is None:
-            self._session = _session()
+            self._session = _session(self._policy)
         data = orjson.dumps(body)
         for attempt in range(2):
             try:
@@ -173,29 +211,58 @@ def _headers(api_key: str) -> CIMultiDict[str]:
     return headers
 
 
-async def get(base_url: str, path: str, *, api_key: str, within: float) -> tuple[int, Any, str]:
+async def get(
+    base_url: str,
+    path: str,
+    *,
+    api_key: str,
+    within: float,
+    policy: AddressPolicy | None = None,
+) -> tuple[int, Any, str]:
     """``GET base_url + path`` for a health probe: status, decoded JSON
-    (None when the body is not JSON) and the ``server`` header. A probe has
-    a session of its own (probes run in short-lived loops of sync callers)
-    made like the chat calls' sessions."""
-    async with _session() as session:
+    (None when the body is not JSON or longer than ``PROBE_BODY_LIMIT``)
+    and the ``server`` header. A probe has a session of its own (probes run
+    in short-lived loops of sync callers) made like the chat calls'
+    sessions, under the same address policy."""
+    policy = policy or backend_policy(allow_private=False)
+    url = URL(base_url.rstrip("/") + path)
+    if refusal := literal_refusal(url.raw_host, policy):
+        raise BackendAddressRefused(refusal)
+    async with _session(policy) as session:
         try:
             async with session.get(
-                base_url.rstrip("/") + path,
+                url,
                 headers=_headers(api_key),
                 allow_redirects=False,
                 timeout=aiohttp.ClientTimeout(total=within),
             ) as response:
-                body = await response.read()
+                body = await _read_bounded(response, PROBE_BODY_LIMIT + 1)
                 headers = response.headers
                 server = headers.get("x-simulator-version") or headers.get("server") or ""
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _error(exc) from exc
     try:
-        data = orjson.loads(body) if body else None
+        data = orjson.loads(body) if body and len(body) <= PROBE_BODY_LIMIT else None
     except orjson.JSONDecodeError:
         data = None
     return response.status, data, server
+
+
+async def _read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """At most ``limit`` bytes of the body; the connection of a body left
+    unread is closed, not returned to the pool."""
+    content = response.content
+    parts: list[bytes] = []
+    size = 0
+    try:
+        while size < limit and (data := await content.read(limit - size)):
+            parts.append(data)
+            size += len(data)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise _error(exc) from exc
+    if not content.at_eof():
+        response.close()
+    return b"".join(parts)
 
 
 # Most specific first: aiohttp's timeouts are connection errors too.
@@ -212,32 +279,40 @@ def _error(exc: BaseException) -> BackendError:
     """Our class for what went wrong. Anything not listed (a dropped
     connection, a reset, a malformed status line or chunk) is the
     connection breaking."""
+    if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, AddressRefused):
+        return BackendAddressRefused(str(exc.os_error))
     for cause, error in _ERRORS:
         if isinstance(exc, cause):
             return error(str(exc) or type(exc).__name__)
     return BackendDisconnected(str(exc) or type(exc).__name__)
 
 
-def _session() -> aiohttp.ClientSession:
+def _session(policy: AddressPolicy) -> aiohttp.ClientSession:
     # No bound on connections in use: a backend's own concurrency limit
     # (routing) is what queues requests.
-    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_SECONDS, ttl_dns_cache=60)
+    connector = aiohttp.TCPConnector(
+        limit=0,
+        keepalive_timeout=KEEPALIVE_SECONDS,
+        ttl_dns_cache=60,
+        resolver=PolicyResolver(policy),
+    )
     return aiohttp.ClientSession(
         connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
     )
 
 
-_clients: dict[tuple[int, str, str], Upstream] = {}
+_clients: dict[tuple[int, str, str, AddressPolicy], Upstream] = {}
 
 
-def get_client(base_url: str, api_key: str) -> Upstream:
+def get_client(base_url: str, api_key: str, *, allow_private: bool = False) -> Upstream:
     """The backend's pool on the running loop (a process normally has one
-    loop; tests may have several)."""
-    loop_id = id(asyncio.get_running_loop())
-    key = (loop_id, base_url, api_key)
+    loop; tests may have several). ``allow_private`` is the backend's own
+    flag; with the platform setting it makes the pool's address policy."""
+    policy = backend_policy(allow_private=allow_private)
+    key = (id(asyncio.get_running_loop()), base_url, api_key, policy)
     client = _clients.get(key)
     if client is None or client.is_closed:
-        client = Upstream(base_url, api_key)
+        client = Upstream(base_url, api_key, policy)
         _clients[key] = client
     return client
 

@@ -26,6 +26,7 @@ import orjson
 
 from responses_api.backends.client import (
     Answer,
+    BackendAddressRefused,
     BackendError,
     BackendTimeout,
     BackendUnreachable,
@@ -103,9 +104,13 @@ async def upstream(
         if pinned:
             break
     assert last_error is not None
-    if last_error.status >= 500 and last_error.code not in ("backend_unreachable", None):
-        raise ApiError(502, last_error.message, code="bad_gateway")
+    if last_error.status >= 500 and last_error.code not in _KEPT_CODES:
+        raise ApiError(502, last_error.message, code="bad_gateway", detail=last_error.detail)
     raise last_error
+
+
+# Codes that stay what they are when no backend is left to fail over to.
+_KEPT_CODES = frozenset({"backend_unreachable", "backend_address_not_allowed", None})
 
 
 async def _lease(
@@ -138,13 +143,19 @@ async def _open(route: Route, plan: ChatPlan) -> tuple[Answer | None, ApiError |
     """Send the request: the answer to relay, or the error to fail over
     from (raised instead when trying elsewhere would not help)."""
     backend = route.backend
-    http = get_client(backend.base_url, backend.api_key)
+    http = get_client(backend.base_url, backend.api_key, allow_private=backend.allow_private)
     try:
         answer = await http.send_chat(plan.body)
     except BackendTimeout:
         raise ApiError(
             504, f"Backend '{backend.name}' timed out.", code="backend_timeout"
         ) from None
+    except BackendAddressRefused as exc:
+        # Another backend may be allowed; this one stays avoided for a while.
+        await router.mark_suspect(backend.id)
+        return None, ApiError(
+            502, f"Backend '{backend.name}': {exc}", code="backend_address_not_allowed"
+        )
     except BackendError as exc:
         if isinstance(exc, BackendUnreachable):
             await router.mark_suspect(backend.id)
@@ -170,52 +181,87 @@ async def _open(route: Route, plan: ChatPlan) -> tuple[Answer | None, ApiError |
 def upstream_error(
     status: int, content: bytes, headers: Mapping[str, str], backend_name: str
 ) -> ApiError:
-    """The error to answer for a backend's 4xx/5xx."""
-    message = ""
-    code = None
-    kind = None
-    try:
-        data = orjson.loads(content)
-        err = data.get("error", data) if isinstance(data, dict) else {}
-        if isinstance(err, dict):
-            message = str(err.get("message") or err.get("detail") or "")
-            code = err.get("code") if isinstance(err.get("code"), str) else None
-            kind = err.get("type")
-        elif isinstance(err, str):
-            message = err
-    except orjson.JSONDecodeError:
-        message = content[:500].decode("utf-8", "replace")
-    lowered = f"{message} {kind or ''} {code or ''}".lower()
+    """The error to answer for a backend's 4xx/5xx.
+
+    The client gets the status and a fixed message naming the backend, never
+    the body: a backend URL pointed at some other service would otherwise
+    read that service's answers back through the gateway. The body is read
+    only to classify the error (an input past the context window), and its
+    first ``TRACE_BODY_BYTES`` go to the usage row for support."""
+    message, code, kind = _error_fields(content)
+    detail = _trace_excerpt(content)
+    lowered = f"{message} {kind} {code}".lower()
+    named = f"The backend '{backend_name}'"
     if status in (400, 413):
         if any(w in lowered for w in ("context", "too long", "exceed", "maximum length")):
             return ApiError(
                 400,
-                f"The input is too long for this model: {message}",
+                f"The input is too long for this model ({named} answered {status}).",
                 code="context_length_exceeded",
                 param="input",
+                detail=detail,
             )
         return ApiError(
-            400, f"The backend refused the request: {message}", code=code or "invalid_prompt"
+            400,
+            f"{named} refused the request ({status}).",
+            code="invalid_prompt",
+            detail=detail,
         )
     if status == 429:
         return ApiError(
             429,
-            f"Backend '{backend_name}' is rate limited: {message}",
+            f"{named} is rate limited (429).",
             code="rate_limit_exceeded",
-            headers=[(b"retry-after", headers.get("retry-after", "5").encode())],
+            headers=[(b"retry-after", _retry_after(headers))],
+            detail=detail,
         )
     if status in (401, 403):
         return ApiError(
             502,
-            f"Backend '{backend_name}' refused our credentials ({status}).",
+            f"{named} refused our credentials ({status}).",
             code="backend_auth_failed",
+            detail=detail,
         )
     if status == 404:
         return ApiError(
             502,
-            f"Backend '{backend_name}' does not know the model: {message}",
+            f"{named} does not know the model (404).",
             code="backend_model_not_found",
+            detail=detail,
         )
-    return ApiError(
-        502, f"Backend '{backend_name}' answered {status}: {message}", code="bad_gateway"
-    )
+    return ApiError(502, f"{named} answered {status}.", code="bad_gateway", detail=detail)
+
+
+# What of an error body the usage row keeps (support reads it in the trace).
+TRACE_BODY_BYTES = 1024
+
+
+def _error_fields(content: bytes) -> tuple[str, str, str]:
+    """The message, code and type of an OpenAI-style error body, for
+    classifying it; empty strings when the body is not one."""
+    try:
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return content[:TRACE_BODY_BYTES].decode("utf-8", "replace"), "", ""
+    err = data.get("error", data) if isinstance(data, dict) else {}
+    if isinstance(err, str):
+        return err, "", ""
+    if not isinstance(err, dict):
+        return "", "", ""
+    message = str(err.get("message") or err.get("detail") or "")
+    code = err.get("code")
+    kind = err.get("type")
+    return message, code if isinstance(code, str) else "", kind if isinstance(kind, str) else ""
+
+
+def _trace_excerpt(content: bytes) -> str:
+    # PostgreSQL text cannot hold NUL.
+    excerpt = content[:TRACE_BODY_BYTES].decode("utf-8", "replace").replace("\x00", "\ufffd")
+    return f"Body: {excerpt}" if excerpt else ""
+
+
+def _retry_after(headers: Mapping[str, str]) -> bytes:
+    """The backend's ``Retry-After`` in whole seconds, else 5: whatever
+    else it sent is not passed on."""
+    value = headers.get("retry-after", "").strip()
+    return value.encode() if value.isascii() and value.isdigit() and len(value) <= 6 else b"5"

@@ -1,7 +1,12 @@
 """Backend health checks (SPEC §5): ``GET {base_url}/models`` with a timeout.
 
 A backend goes offline after ``FAILURES_TO_OFFLINE`` consecutive failures and
-back online after one success. Between checks, requests that cannot connect
+back online after one success. A probe obeys the backend's address policy
+like its chat calls, and what it reports (the row's ``last_error``, the
+console's and the management API's check) never quotes what answered: an
+organisation admin who points a backend at some other service learns the
+status and a fixed reason, and models and a version only from a well-formed
+model list. Between checks, requests that cannot connect
 mark a backend *suspect* at once (``routing.Router.mark_suspect``, shared
 through Redis), so other requests avoid it without waiting for this task; a
 successful check lifts the mark.
@@ -16,7 +21,15 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from responses_api import catalog
-from responses_api.backends.client import BackendError, get
+from responses_api.backends.addresses import AddressPolicy, backend_policy
+from responses_api.backends.client import (
+    BackendAddressRefused,
+    BackendDisconnected,
+    BackendError,
+    BackendTimeout,
+    BackendUnreachable,
+    get,
+)
 from responses_api.backends.routing import clear_suspect_sync
 from responses_api.models import Backend
 from responses_api.secrets import decrypt
@@ -35,20 +48,50 @@ class Probe:
 
 
 def probe(
-    base_url: str, api_key: str = "", timeout: float = TIMEOUT, *, dialect: str = ""
+    base_url: str,
+    api_key: str = "",
+    timeout: float = TIMEOUT,
+    *,
+    dialect: str = "",
+    allow_private: bool = False,
 ) -> Probe:
-    """Check a backend now, from sync code (a Celery task, a console view)."""
-    return asyncio.run(probe_async(base_url, api_key, timeout, dialect=dialect))
+    """Check a backend now, from sync code (a Celery task, a console view).
+    ``allow_private`` is the backend's own flag (``backends.addresses``)."""
+    policy = backend_policy(allow_private=allow_private)
+    return asyncio.run(probe_async(base_url, api_key, timeout, dialect=dialect, policy=policy))
+
+
+# What a failed probe says, by the class of failure: never the exception's
+# own text, which can quote the bytes a non-HTTP service sent.
+_REASONS: tuple[tuple[type[BackendError], str], ...] = (
+    (BackendUnreachable, "the connection could not be made"),
+    (BackendTimeout, "no answer in time"),
+    (BackendDisconnected, "the connection broke, or the answer was not HTTP"),
+)
+
+
+def _failure(exc: BackendError) -> str:
+    if isinstance(exc, BackendAddressRefused):
+        return str(exc)
+    reason = next((r for cls, r in _REASONS if isinstance(exc, cls)), "the check failed")
+    return f"{type(exc).__name__}: {reason}."
 
 
 async def probe_async(
-    base_url: str, api_key: str = "", within: float = TIMEOUT, *, dialect: str = ""
+    base_url: str,
+    api_key: str = "",
+    within: float = TIMEOUT,
+    *,
+    dialect: str = "",
+    policy: AddressPolicy | None = None,
 ) -> Probe:
     started = time.perf_counter()
     try:
-        status, data, version = await get(base_url, "/models", api_key=api_key, within=within)
+        status, data, version = await get(
+            base_url, "/models", api_key=api_key, within=within, policy=policy
+        )
     except BackendError as exc:
-        return Probe(False, None, [], "", f"{type(exc).__name__}: {exc}"[:500])
+        return Probe(False, None, [], "", _failure(exc))
     latency = (time.perf_counter() - started) * 1000
     if status != 200:
         return Probe(False, latency, [], "", f"HTTP {status}")
@@ -56,17 +99,19 @@ async def probe_async(
         return Probe(False, latency, [], "", "the backend's /models answer is not a model list")
     models = [str(m["id"]) for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
     if dialect == "llamacpp":
-        version = await _llamacpp_version(base_url, api_key, within) or version
+        version = await _llamacpp_version(base_url, api_key, within, policy) or version
     return Probe(True, latency, models, version[:200], "")
 
 
-async def _llamacpp_version(base_url: str, api_key: str, within: float) -> str:
+async def _llamacpp_version(
+    base_url: str, api_key: str, within: float, policy: AddressPolicy | None
+) -> str:
     # llama-server answers /v1/models with only `server: llama.cpp`; its build
     # ("b1-0c1e570", also the chat `system_fingerprint`) is `build_info` in
     # /props, which lives beside /v1, not under it.
     root = base_url.rstrip("/").removesuffix("/v1")
     try:
-        status, data, _ = await get(root, "/props", api_key=api_key, within=within)
+        status, data, _ = await get(root, "/props", api_key=api_key, within=within, policy=policy)
     except BackendError:
         return ""
     build = data.get("build_info") if status == 200 and isinstance(data, dict) else None
@@ -74,7 +119,12 @@ async def _llamacpp_version(base_url: str, api_key: str, within: float) -> str:
 
 
 def backend_check(*, backend: Backend) -> Probe:
-    result = probe(backend.base_url, decrypt(backend.api_key_encrypted), dialect=backend.dialect)
+    result = probe(
+        backend.base_url,
+        decrypt(backend.api_key_encrypted),
+        dialect=backend.dialect,
+        allow_private=backend.allow_private,
+    )
     backend.last_checked_at = timezone.now()
     if result.ok:
         backend.health = Backend.Health.ONLINE

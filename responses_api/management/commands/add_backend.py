@@ -1,3 +1,4 @@
+import argparse
 import json
 
 from django.core.exceptions import ValidationError
@@ -22,6 +23,12 @@ class Command(BaseCommand):
             "--extra-body",
             help='JSON object merged into every chat request, e.g. \'{"logit_bias": {"2": 100}}\'',
         )
+        parser.add_argument(
+            "--allow-private",
+            action=argparse.BooleanOptionalAction,
+            help="Let this backend sit on a loopback, private or link-local address, even "
+            "where SWITCHYARD_BACKEND_ALLOW_PRIVATE is off (the default keeps the current flag).",
+        )
 
     def handle(self, *args, **options):
         org = get_org(options["org"])
@@ -42,6 +49,7 @@ class Command(BaseCommand):
                 dialect=options["dialect"],
                 max_concurrency=options["max_concurrency"],
                 extra_body=extra_body,
+                allow_private=options["allow_private"],
             )
         except ValidationError as exc:
             raise command_error(exc) from None
@@ -49,4 +57,5 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{verb} backend {backend.name} id={backend.id} url={backend.base_url} "
             f"dialect={backend.dialect} max_concurrency={backend.max_concurrency} org={org.slug}"
+            + (" allow_private" if backend.allow_private else "")
         )
