@@ -189,6 +189,18 @@ def from_validation_error(exc: ValidationError, prefix: Sequence[str | int] = ()
     return invalid(message, param=param, code="invalid_value")
 
 
+# How much of what a backend said of an error the usage row keeps, for
+# support (never the client: a backend can be made to say anything).
+TRACE_BODY_BYTES = 1024
+
+
+def trace_excerpt(content: bytes) -> str:
+    """The start of a backend's error body, as the usage row keeps it."""
+    # PostgreSQL text cannot hold NUL.
+    excerpt = content[:TRACE_BODY_BYTES].decode("utf-8", "replace").replace("\x00", "\ufffd")
+    return f"Body: {excerpt}" if excerpt else ""
+
+
 def body_too_large(cap: int) -> ApiError:
     """A request body over ``SWITCHYARD_MAX_BODY_BYTES``; the connection is closed."""
     return ApiError(

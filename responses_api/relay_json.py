@@ -30,7 +30,7 @@ async def read_answer(
         while (data := await anext(chunks, None)) is not None:
             for chunk in reader.feed(data):
                 if "error" in chunk and not chunk.get("choices"):
-                    raise stream_error(chunk["error"])
+                    raise stream_error(chunk["error"], backend_name)
                 translator.feed(chunk)
             if deadline is not None and translator.first_token_at is not None:
                 deadline.reschedule(None)

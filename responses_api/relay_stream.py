@@ -85,7 +85,7 @@ async def _pump(
                 if "error" in chunk and not chunk.get("choices"):
                     if events:  # the tokens read with the error still reach the client
                         await responder.chunk(writer.encode(events))
-                    raise stream_error(chunk["error"])
+                    raise stream_error(chunk["error"], attempt.route.backend.name)
                 events.extend(translator.feed(chunk))
                 if translator.first_token_at is not None and not writer.delta_sent:
                     # Send the first text delta at once: one read from a fast

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from responses_api.backends.client import BackendTimeout
-from responses_api.errors import ApiError
+from responses_api.errors import ApiError, trace_excerpt
 
 
 class EventWriter:
@@ -118,20 +118,24 @@ class UpstreamProtocolError(Exception):
     """The backend's stream could not be understood."""
 
 
-def stream_error(error: Any) -> ApiError:
+def stream_error(error: Any, backend_name: str) -> ApiError:
     """The error a backend reported inside its stream. Servers name the kind
-    in ``type`` or ``code``, or only in the message."""
+    in ``type`` or ``code``, or only in the message. Its text is read to
+    classify it and kept on the usage row for support, never passed to the
+    client: a backend can be made to say anything (as with error bodies,
+    ``failover.upstream_error``)."""
     error = error if isinstance(error, dict) else {"message": str(error)}
-    message = str(error.get("message") or "the backend reported an error")
     lowered = " ".join(str(error.get(k) or "") for k in ("type", "code", "message")).lower()
+    named = f"Backend '{backend_name}'"
     if ("rate" in lowered and "limit" in lowered) or "429" in lowered:
-        code = "rate_limit_exceeded"
+        code, message = "rate_limit_exceeded", f"{named} is rate limited."
     elif any(w in lowered for w in ("context", "too long", "invalid", "prompt")):
-        code = "invalid_prompt"
+        code, message = "invalid_prompt", f"{named} refused the request."
     else:
-        code = "server_error"
+        code, message = "server_error", f"{named} reported an error mid-stream."
+    detail = trace_excerpt(orjson.dumps(error, default=str))
     # The client of a stream sees 200 then response.failed; the row says 502.
-    return ApiError(502, message, code=code)
+    return ApiError(502, message, code=code, detail=detail)
 
 
 def malformed(backend_name: str, exc: Exception) -> ApiError:

@@ -59,6 +59,10 @@ STREAMS: dict[str, list[bytes]] = {
     ],
     "not-json": [HELLO, b"data: {not json\n\n", DONE],
     "no-choices": [b'data: {"id": "x"}\n\n', DONE],
+    "error-secret": [
+        HELLO,
+        b'data: {"error": {"message": "at /srv/secret-path token=s3cr3t", "type": "x"}}\n\n',
+    ],
 }
 
 

@@ -34,7 +34,7 @@ from responses_api.backends.client import (
 )
 from responses_api.backends.routing import Lease, router
 from responses_api.catalog import ModelEntry, Route
-from responses_api.errors import ApiError
+from responses_api.errors import TRACE_BODY_BYTES, ApiError, trace_excerpt
 from responses_api.exchange import Exchange
 from responses_api.translate.request import ChatDraft, ChatPlan
 
@@ -189,7 +189,7 @@ def upstream_error(
     only to classify the error (an input past the context window), and its
     first ``TRACE_BODY_BYTES`` go to the usage row for support."""
     message, code, kind = _error_fields(content)
-    detail = _trace_excerpt(content)
+    detail = trace_excerpt(content)
     lowered = f"{message} {kind} {code}".lower()
     named = f"The backend '{backend_name}'"
     if status in (400, 413):
@@ -232,10 +232,6 @@ def upstream_error(
     return ApiError(502, f"{named} answered {status}.", code="bad_gateway", detail=detail)
 
 
-# What of an error body the usage row keeps (support reads it in the trace).
-TRACE_BODY_BYTES = 1024
-
-
 def _error_fields(content: bytes) -> tuple[str, str, str]:
     """The message, code and type of an OpenAI-style error body, for
     classifying it; empty strings when the body is not one."""
@@ -252,12 +248,6 @@ def _error_fields(content: bytes) -> tuple[str, str, str]:
     code = err.get("code")
     kind = err.get("type")
     return message, code if isinstance(code, str) else "", kind if isinstance(kind, str) else ""
-
-
-def _trace_excerpt(content: bytes) -> str:
-    # PostgreSQL text cannot hold NUL.
-    excerpt = content[:TRACE_BODY_BYTES].decode("utf-8", "replace").replace("\x00", "\ufffd")
-    return f"Body: {excerpt}" if excerpt else ""
 
 
 def _retry_after(headers: Mapping[str, str]) -> bytes:

@@ -137,3 +137,20 @@ def test_silent_backend_is_a_504_after_the_first_token_timeout(client, acme, beh
     rows = _rows_settle(acme.organisation, 3)
     assert len(rows) == 3
     assert sorted(r.status for r in rows) == [200, 200, 504]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_error_inside_the_stream_is_not_echoed(client, acme, stream):
+    if stream:
+        with client.responses.stream(model="sim-model", input="hostile:error-secret") as events:
+            last = list(events)[-1]
+        assert last.type == "response.failed"
+        message = last.response.error.message
+    else:
+        with pytest.raises(APIStatusError) as caught:
+            client.responses.create(model="sim-model", input="hostile:error-secret")
+        assert caught.value.status_code == 502
+        message = caught.value.response.json()["error"]["message"]
+    assert message == "Backend 'hostile' reported an error mid-stream."
+    row = _rows_settle(acme.organisation, 1)[0]
+    assert row.status == 502 and "s3cr3t" in row.error_message
