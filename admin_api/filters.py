@@ -31,9 +31,12 @@ class MomentField(forms.Field):
             if text.isdigit():
                 return datetime.fromtimestamp(int(text), tz=UTC)
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            # In UTC, as the database compares it: an offset at the end of
+            # the calendar (9999-12-31T23:59-23:00) leaves it, and
+            # PostgreSQL refuses an offset past ±15:59 outright.
+            return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
         except (ValueError, OverflowError, OSError):
             raise forms.ValidationError(self.error_messages["invalid"], code="invalid") from None
-        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class MomentFilter(django_filters.Filter):

@@ -58,3 +58,21 @@ def test_odd_paths_are_json_errors(api, path):
     response = api("acme").get(ADMIN + path)
     assert 400 <= response.status_code < 500
     error_of(response)
+
+
+@pytest.mark.parametrize("resource", ["audit", "usage"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "since=9999-12-31T23:59:59-23:00",
+        "until=0001-01-01T00:00:00%2B23:00",
+        "since=5858-01-01T00:00:00Z",
+        "since=99999999999999999999",
+        "actor=%C3%92%16",
+    ],
+)
+def test_moments_at_the_calendar_edges_are_answered(api, resource, query):
+    response = api("acme").get(f"{ADMIN}/{resource}?{query}")
+    assert response.status_code in (200, 400), response.content
+    if response.status_code == 400:
+        error_of(response)
