@@ -126,7 +126,11 @@ USAGE_STREAM = f"switchyard:usage:test:{uuid.uuid4().hex[:8]}"
 os.environ["SWITCHYARD_USAGE_STREAM"] = USAGE_STREAM
 
 
-def start_daphne(env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> Proc:
+def start_daphne(
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
+    app: str = "config.asgi:application",
+) -> Proc:
     """A web process as deployed: daphne through ``python -m config.serve``."""
     port = free_port()
     log = _log_path("daphne")
@@ -140,7 +144,7 @@ def start_daphne(env: dict[str, str] | None = None, args: tuple[str, ...] = ()) 
             "-p",
             str(port),
             *args,
-            "config.asgi:application",
+            app,
         ],
         cwd=ROOT,
         stdout=log.open("w"),

@@ -66,6 +66,20 @@ STREAMS: dict[str, list[bytes]] = {
 }
 
 
+# The behaviours whose answer is no Chat Completions answer.
+MALFORMED = [
+    "content-int",
+    "first-content-int",
+    "usage-negative",
+    "usage-huge",
+    "usage-list",
+    "choices-string",
+    "arguments-object",
+    "tool-index-huge",
+    "no-choices",
+]
+
+
 class HostileBackend:
     """The server; ``url`` is its ``/v1`` base, ``requests`` what it was sent."""
 

@@ -17,21 +17,9 @@ import pytest
 from openai import APIStatusError, OpenAI
 
 from tests.conftest import usage_rows, wait_for
-from tests.hostile import HostileBackend
+from tests.hostile import MALFORMED, HostileBackend
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
-
-MALFORMED = [
-    "content-int",
-    "first-content-int",
-    "usage-negative",
-    "usage-huge",
-    "usage-list",
-    "choices-string",
-    "arguments-object",
-    "tool-index-huge",
-    "no-choices",
-]
 
 
 @pytest.fixture(scope="module")

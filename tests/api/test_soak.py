@@ -15,23 +15,13 @@ import orjson
 import pytest
 
 from tests.conftest import usage_rows, wait_for
-from tests.hostile import HostileBackend
+from tests.hostile import MALFORMED, HostileBackend
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 TOTAL = 2_000
 CONCURRENCY = 64
-HOSTILE = [
-    "content-int",
-    "first-content-int",
-    "usage-negative",
-    "usage-huge",
-    "usage-list",
-    "choices-string",
-    "arguments-object",
-    "no-choices",
-    "not-json",
-]
+HOSTILE = [*MALFORMED, "not-json"]
 
 
 def _rss_mb(pid: int) -> float:

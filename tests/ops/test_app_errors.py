@@ -10,40 +10,17 @@ project's application with paths that fail on purpose
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import httpx
 import pytest
 
-from tests.conftest import ROOT, Proc, _log_path, free_port, server_env, wait_http
+from tests.conftest import Proc, start_daphne
 from tests.support import WaitTimeout, wait_until
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 
 def _serve(app: str) -> Proc:
-    port = free_port()
-    log = _log_path("daphne-faulty")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "config.serve",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            f"tests.ops.faulty_asgi:{app}",
-        ],
-        cwd=ROOT,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        env=server_env(),
-    )
-    url = f"http://127.0.0.1:{port}"
-    wait_http(url + "/healthz", proc=process)
-    return Proc(process, url, port, log)
+    return start_daphne(app=f"tests.ops.faulty_asgi:{app}")
 
 
 def _connections(url: str) -> int:

@@ -9,34 +9,15 @@ import httpx
 import pytest
 
 from tests.conftest import wait_for
+from tests.store.test_tenancy import asks
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 
 def _asks(base: str, key: str, nul: str) -> list[httpx.Response]:
     """Each way of naming a response or an item, with ``nul`` in the id."""
-    response_id, path_id, item_id = f"resp_{nul}abc", f"resp_{nul and '%00'}abc", f"msg_{nul}abc"
-    headers = {"authorization": f"Bearer {key}"}
-    with httpx.Client(base_url=base, headers=headers, timeout=30) as http:
-        return [
-            http.get(f"/v1/responses/{path_id}"),
-            http.get(f"/api/v1/responses/{path_id}/input_items"),
-            http.post(
-                "/v1/responses",
-                json={"model": "sim-model", "input": "x", "previous_response_id": response_id},
-            ),
-            http.post(
-                "/v1/responses",
-                json={
-                    "model": "sim-model",
-                    "input": [
-                        {"role": "user", "content": "x"},
-                        {"type": "item_reference", "id": item_id},
-                    ],
-                },
-            ),
-            http.delete(f"/v1/responses/{path_id}"),
-        ]
+    path_id = f"resp_{nul and '%00'}abc"
+    return asks(base, key, f"resp_{nul}abc", f"msg_{nul}abc", path_id=path_id)
 
 
 def test_a_nul_in_an_id_is_not_found_like_any_unknown_id(api_server, acme):

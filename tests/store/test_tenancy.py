@@ -15,12 +15,17 @@ from responses_api.models import StoredResponse
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 
-def _asks(base: str, key: str, response_id: str, item_id: str) -> list[httpx.Response]:
+def asks(
+    base: str, key: str, response_id: str, item_id: str, path_id: str | None = None
+) -> list[httpx.Response]:
+    """Each way of naming a response or an item: by path (``path_id``, the
+    id as a URL holds it, by default ``response_id``) and in a request."""
+    path_id = response_id if path_id is None else path_id
     headers = {"authorization": f"Bearer {key}"}
     with httpx.Client(base_url=base, headers=headers, timeout=30) as http:
         return [
-            http.get(f"/v1/responses/{response_id}"),
-            http.get(f"/api/v1/responses/{response_id}/input_items"),
+            http.get(f"/v1/responses/{path_id}"),
+            http.get(f"/api/v1/responses/{path_id}/input_items"),
             http.post(
                 "/v1/responses",
                 json={"model": "sim-model", "input": "x", "previous_response_id": response_id},
@@ -35,7 +40,7 @@ def _asks(base: str, key: str, response_id: str, item_id: str) -> list[httpx.Res
                     ],
                 },
             ),
-            http.delete(f"/v1/responses/{response_id}"),
+            http.delete(f"/v1/responses/{path_id}"),
         ]
 
 
@@ -51,7 +56,7 @@ def test_another_organisations_ids_get_the_answers_of_missing_ones(
 ):
     first = client.responses.create(model="sim-model", input="[[text:secret]] mine")
     item_id = first.output[0].id
-    others = _answers(_asks(api_server.url, globex.key, first.id, item_id))
+    others = _answers(asks(api_server.url, globex.key, first.id, item_id))
     assert [status for status, _, _ in others] == [404, 404, 400, 400, 404]
     assert b"previous_response_not_found" in others[2][1] and b"input[1]" in others[3][1]
 
@@ -59,16 +64,16 @@ def test_another_organisations_ids_get_the_answers_of_missing_ones(
     StoredResponse.objects.filter(id=first.id).update(
         expires_at=timezone.now() - timedelta(seconds=1)
     )
-    expired = _answers(_asks(api_server.url, acme.key, first.id, item_id))
+    expired = _answers(asks(api_server.url, acme.key, first.id, item_id))
     # ... and once it is deleted outright.
     StoredResponse.objects.filter(id=first.id).update(
         expires_at=timezone.now() + timedelta(hours=1)
     )
     client.responses.delete(first.id)
-    deleted = _answers(_asks(api_server.url, acme.key, first.id, item_id))
+    deleted = _answers(asks(api_server.url, acme.key, first.id, item_id))
     assert others == expired == deleted
     # Globex's own never-existing ids answer the same way too.
-    never = _answers(_asks(api_server.url, globex.key, first.id, item_id))
+    never = _answers(asks(api_server.url, globex.key, first.id, item_id))
     assert never == others
     # Globex's refused attempts stored nothing.
     assert not StoredResponse.objects.filter(organisation=globex.organisation).exists()
