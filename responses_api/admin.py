@@ -1,52 +1,49 @@
-"""Django admin for superusers. The upstream key of a backend is never shown
-(it is stored encrypted; set it in the console or with ``add_backend``)."""
+"""Django admin for superusers, read-only (see ``accounts.admin``). The
+upstream key of a backend is never shown (it is stored encrypted; set it in
+the console or with ``add_backend``)."""
 
 from django.contrib import admin
 
+from accounts.admin import ReadOnlyAdmin, ReadOnlyInline
 from responses_api.models import Backend, Deployment, ServedModel, UsageLog
 
 
-class DeploymentInline(admin.TabularInline):
+class DeploymentInline(ReadOnlyInline):
     model = Deployment
-    extra = 0
 
 
 @admin.register(Backend)
-class BackendAdmin(admin.ModelAdmin):
+class BackendAdmin(ReadOnlyAdmin):
+    console_view = "console:backend_edit"
     list_display = ["name", "organisation", "base_url", "dialect", "enabled", "health"]
     list_filter = ["organisation", "dialect", "enabled", "health"]
     search_fields = ["name", "base_url"]
     exclude = ["api_key_encrypted"]
-    readonly_fields = [
-        "id",
-        "health",
-        "last_checked_at",
-        "latency_ms",
-        "version",
-        "reported_models",
-        "consecutive_failures",
-        "last_error",
-    ]
+
+    def console_kwargs(self, obj):
+        return {"backend_id": obj.id}
 
 
 @admin.register(ServedModel)
-class ServedModelAdmin(admin.ModelAdmin):
+class ServedModelAdmin(ReadOnlyAdmin):
+    console_view = "console:model_edit"
     list_display = ["public_id", "organisation", "context_window", "max_output_tokens"]
     list_filter = ["organisation"]
     search_fields = ["public_id"]
     inlines = [DeploymentInline]
 
+    def console_kwargs(self, obj):
+        return {"model_id": obj.id}
+
 
 @admin.register(UsageLog)
-class UsageLogAdmin(admin.ModelAdmin):
+class UsageLogAdmin(ReadOnlyAdmin):
+    console_view = "console:trace"
     list_display = ["created_at", "request_id", "organisation", "model", "status", "backend_name"]
     list_filter = ["status", "stream", "organisation"]
     search_fields = ["=request_id", "key_prefix", "model"]
     date_hierarchy = "created_at"
     show_full_result_count = False
 
-    def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in self.model._meta.fields]
-
-    def has_add_permission(self, request) -> bool:
-        return False
+    def console_kwargs(self, obj):
+        return {"request_id": obj.request_id}
