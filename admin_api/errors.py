@@ -1,5 +1,5 @@
 """The management API's errors, in the inference API's envelope
-(``{"error": {"message", "type", "param", "code"}}``, SPEC §4.7).
+(``{"error": {"message", "type", "param", "code"}}``).
 
 :func:`exception_handler` is the one place an exception becomes a response:
 DRF's own (validation, authentication, throttling…), and the services'

@@ -969,7 +969,7 @@ def verdict(report: dict) -> list[tuple[str, str, str, bool | None]]:
                 max(cpu_req) <= 1.8,
             )
         )
-    # What storing a response adds (SPEC §4.9, target ≤ 0.3 ms of CPU).
+    # What storing a response adds (target ≤ 0.3 ms of CPU, bench/README.md).
     for zdr, stored in (
         ("nonstream_c1", "nonstream_store_c1"),
         ("nonstream_c32", "nonstream_store_c32"),

@@ -338,6 +338,14 @@ for _name, _keys in (
 # how long a revocation takes to reach every web process.
 SWITCHYARD_AUTH_CACHE_SECONDS = env.float("SWITCHYARD_AUTH_CACHE_SECONDS", default=5.0)
 SWITCHYARD_CATALOG_CACHE_SECONDS = env.float("SWITCHYARD_CATALOG_CACHE_SECONDS", default=5.0)
+# For tests only: an instant (Unix seconds) the rate limiter takes for now, so
+# that its one-minute windows stand still in a server process a test starts
+# (tests/routing/test_limits.py). Refused in production.
+SWITCHYARD_TEST_RATE_LIMIT_NOW = env.float("SWITCHYARD_TEST_RATE_LIMIT_NOW", default=None)
+if PRODUCTION and SWITCHYARD_TEST_RATE_LIMIT_NOW is not None:
+    raise ImproperlyConfigured(
+        "SWITCHYARD_TEST_RATE_LIMIT_NOW is for tests; unset it when SWITCHYARD_PRODUCTION is set."
+    )
 # Upstream timeouts (seconds).
 SWITCHYARD_CONNECT_TIMEOUT = env.float("SWITCHYARD_CONNECT_TIMEOUT", default=5.0)
 SWITCHYARD_READ_TIMEOUT = env.float("SWITCHYARD_READ_TIMEOUT", default=600.0)

@@ -1,4 +1,4 @@
-"""API-key authentication for the API (SPEC §4.2), served from a short cache.
+"""API-key authentication for the API, served from a short cache.
 
 A hit costs a dict lookup; a miss is one indexed query on the key's hash,
 one per key however many requests miss at once. An entry expired less than

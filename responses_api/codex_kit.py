@@ -1,4 +1,4 @@
-"""The Codex kit (SPEC §11): the ``config.toml`` and ``model_catalog.json``
+"""The Codex kit (README, "Codex CLI"): the ``config.toml`` and ``model_catalog.json``
 that point the Codex CLI (0.171) at Switchyard with one API key.
 
 Everything here is computed from objects already loaded: no database, file or

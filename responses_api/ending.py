@@ -16,7 +16,7 @@ import orjson
 from responses_api.call import Call, Output, Reply
 from responses_api.errors import ApiError
 
-# The `error.code` a stream's `response.failed` may carry (SPEC §4.6).
+# The `error.code` a stream's `response.failed` may carry (README, "Responses API compatibility").
 STREAM_FAILURE_CODES = frozenset({"server_error", "rate_limit_exceeded", "invalid_prompt"})
 
 
@@ -77,7 +77,7 @@ def _terminal(call: Call, output: Output, error: ApiError | None) -> list[dict]:
 
 
 async def _answer(call: Call, output: Output) -> None:
-    """A non-streamed response, with its timing in ``Server-Timing`` (SPEC §4.8)."""
+    """A non-streamed response, with its timing in ``Server-Timing``."""
     translator = output.translator
     translator.close_items()
     extras = call.exchange.extras()
@@ -92,7 +92,7 @@ async def _answer(call: Call, output: Output) -> None:
     )
     headers = [
         (b"server-timing", server_timing.encode()),
-        # The request's cost in the currency of the model prices (SPEC §10).
+        # The request's cost in the currency of the model prices.
         (b"x-switchyard-cost", f"{call.exchange.cost():f}".encode()),
     ]
     await call.responder.json(200, orjson.dumps(body), headers)

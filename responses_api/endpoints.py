@@ -1,5 +1,5 @@
-"""The API's handlers other than ``POST /v1/responses`` (SPEC §4.1): models,
-and the stored responses of an organisation that keeps them (§4.9)."""
+"""The API's handlers other than ``POST /v1/responses``: models,
+and the stored responses of an organisation that keeps them (README, "Stored responses")."""
 
 from __future__ import annotations
 

@@ -180,7 +180,7 @@ class Exchange:
         return output / (generation / 1000) if generation > 0 else None
 
     def extras(self) -> dict[str, Any]:
-        """The response body's ``switchyard`` object (SPEC §4.8)."""
+        """The response body's ``switchyard`` object (README, "Calling the API")."""
         duration = self.duration_ms()
         backend = self.backend
         return {

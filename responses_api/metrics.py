@@ -1,4 +1,4 @@
-"""Prometheus metrics (SPEC §4.1 ``GET /metrics``), with the official client.
+"""Prometheus metrics (``GET /metrics``, README, "Operating it"), with the official client.
 
 Per-request metrics are recorded in one place, :func:`request_observe`, when
 the usage row is submitted (``relay.Exchange.submit``): a handful of counter

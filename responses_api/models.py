@@ -111,7 +111,7 @@ class ServedModel(models.Model):
         return "medium" if "medium" in levels else levels[0]
 
 
-# What ``reasoning.effort`` takes that turns thinking on (SPEC §4.3), in order.
+# What ``reasoning.effort`` takes that turns thinking on, in order.
 REASONING_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
 DEFAULT_REASONING_LEVELS = ("low", "medium", "high")
 

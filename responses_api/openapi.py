@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 description of the public API (SPEC §4.1), built at runtime.
+"""The OpenAPI 3.1 description of the public API, built at runtime.
 
 The request body of ``POST /responses`` is the JSON Schema of
 :class:`protocol.CreateResponse`, the very model the API validates with, so the
@@ -63,7 +63,7 @@ USAGE = {
 
 SWITCHYARD_EXTRAS = {
     "type": "object",
-    "description": "Which backend ran the request, its timings and notices (SPEC §4.8).",
+    "description": "Which backend ran the request, its timings and notices.",
     "properties": {
         "request_id": {"type": "string", "format": "uuid"},
         "backend": {
@@ -201,7 +201,7 @@ def _error_responses(*codes: str) -> dict[str, Any]:
 def _request_schemas() -> dict[str, Any]:
     schema = copy.deepcopy(CreateResponse.model_json_schema(ref_template=REF))
     definitions = schema.pop("$defs", {})
-    # Parameters the model parses only to refuse them (SPEC §4.3): the document
+    # Parameters the model parses only to refuse them: the document
     # states which values are accepted, so clients and fuzzers know.
     accepted: dict[str, dict[str, object]] = {
         "background": {"enum": [False, None]},

@@ -1,6 +1,7 @@
 """The request body of ``POST /v1/responses``, validated once at the edge.
 
-SPEC §4.3 decides what each field does. Unknown top-level fields are refused
+The README ("Responses API compatibility") says what each field does.
+Unknown top-level fields are refused
 (``extra="forbid"``); input items and tools ignore fields they don't know,
 because clients such as Codex send back items exactly as the server emitted
 them, with ids and nulls. This module imports neither Django nor httpx.
@@ -215,7 +216,7 @@ def _tool_tag(value: Any) -> str:
             return "Refused"
         if kind == "tool_search" and value.get("execution") != "client":
             return "HostedTool"
-        # Any other type is a hosted tool (SPEC §4.5): dropped, not refused.
+        # Any other type is a hosted tool: dropped, not refused.
         return TOOL_TAGS.get(kind, "HostedTool")
     return type(value).__name__ if isinstance(value, BaseModel) else "Refused"
 
@@ -286,7 +287,7 @@ class ToolSearchCallItem(Loose):
 class ToolSearchOutputItem(Loose):
     type: Literal["tool_search_output"]
     call_id: StrictStr | None = None
-    # Tools the client loaded; they become callable (SPEC §4.5).
+    # Tools the client loaded; they become callable.
     tools: list[Tool] = []
 
 
@@ -494,7 +495,7 @@ class CreateResponse(Strict):
     truncation: Literal["auto", "disabled"] | None = None
     background: StrictBool | None = None
     client_metadata: dict[str, Any] | None = None
-    # Refused with a 400 naming the parameter (SPEC §4.3).
+    # Refused with a 400 naming the parameter.
     conversation: Any = None
     prompt: Any = None
     context_management: Any = None

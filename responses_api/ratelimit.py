@@ -1,4 +1,4 @@
-"""Rate limits per API key and per organisation (SPEC §6).
+"""Rate limits per API key and per organisation (README, "Routing, limits and usage guarantees").
 
 Three limits, each optional, on the key (``ApiKey.rpm/tpm/concurrency``) and
 on the organisation as a whole, all of its keys together
@@ -31,6 +31,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+
+from django.conf import settings
 
 from responses_api import redis_conn
 from responses_api.auth import Caller
@@ -263,8 +265,15 @@ def limits_plan(*, caller: Caller, estimate: int) -> RatePlan | None:
     scopes = scopes_for(caller)
     if not scopes:
         return None
-    now = time.time()
+    now = _now()
     return RatePlan(scopes, now, int(now // WINDOW), estimate, uuid.uuid4().hex)
+
+
+def _now() -> float:
+    """The wall clock the windows count on, or the instant a test's server
+    stands them still at (``SWITCHYARD_TEST_RATE_LIMIT_NOW``)."""
+    frozen = settings.SWITCHYARD_TEST_RATE_LIMIT_NOW
+    return time.time() if frozen is None else frozen
 
 
 def limits_local(plan: RatePlan) -> tuple[tuple[int, str] | None, list]:

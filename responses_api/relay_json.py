@@ -1,7 +1,7 @@
 """Relaying a backend's chat stream as one JSON response.
 
 The backend is asked to stream even then: the row's ``ttft`` and the
-``Server-Timing`` header need the first token's time (SPEC §4.8). The body
+``Server-Timing`` header need the first token's time. The body
 itself is the ending's (``ending.end_exchange``), built from the translator.
 """
 
@@ -22,7 +22,7 @@ async def read_answer(
     deadline: asyncio.Timeout | None = None,
 ) -> None:
     """Translate a whole answer without writing (a non-streamed response:
-    the backend is still asked to stream, for ``ttft``, SPEC §4.8).
+    the backend is still asked to stream, for ``ttft``).
     ``deadline``, the first token's, is lifted once a token arrived."""
     reader = ChunkReader()
     chunks = answer.chunks()

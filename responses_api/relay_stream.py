@@ -36,7 +36,7 @@ async def relay_stream(
 ) -> None:
     """Open ``upstream`` and relay its answer. While the request waits for a
     backend slot or for the backend's first bytes, ``response.in_progress``
-    is repeated every ``SWITCHYARD_KEEPALIVE_SECONDS`` (SPEC §4.6: clients
+    is repeated every ``SWITCHYARD_KEEPALIVE_SECONDS`` (clients
     such as Codex reset idle timers only on events); the first tick starts
     the stream."""
     responder = call.responder

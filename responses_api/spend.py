@@ -1,4 +1,4 @@
-"""Monthly spend limits per API key and per organisation (SPEC §10).
+"""Monthly spend limits per API key and per organisation.
 
 Each limit is optional: a budget in the currency of the model prices and a
 quota of tokens (input + output), per calendar month in UTC. A request is

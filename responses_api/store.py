@@ -1,4 +1,4 @@
-"""Stored responses (SPEC §4.9): the one place that reads and writes them.
+"""Stored responses (README, "Stored responses"): the one place that reads and writes them.
 
 An organisation whose retention policy is ``store`` keeps each response
 created with ``store`` true, encrypted at rest (``responses_api.secrets``),

@@ -1,4 +1,4 @@
-"""A strict reader of Responses streams, for tests (SPEC §4.6).
+"""A strict reader of Responses streams, for tests.
 
 Stricter than the SDK's own stream state: items never interleave (an item's
 ``output_item.added`` only after the previous item's ``output_item.done``),

@@ -1,4 +1,4 @@
-"""“Use with Codex”: the Codex CLI files for one API key (SPEC §11)."""
+"""“Use with Codex”: the Codex CLI files for one API key (README, "Codex CLI")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """How each kind of inference server wants thinking switched and budgeted.
 
-SPEC §3: the dialect decides how reasoning and thinking budgets are passed.
+The dialect decides how reasoning and thinking budgets are passed (README,
+"Use with llama.cpp / vLLM / Ollama / SGLang").
 Pure functions on the chat request body; no I/O.
 
 What each server accepts (from their OpenAI-compatible request models; all

@@ -1,4 +1,5 @@
-"""Opening a request on a backend, failing over to another (SPEC §5).
+"""Opening a request on a backend, failing over to another (README,
+"Routing, limits and usage guarantees").
 
     async with failover.upstream(exchange, draft=draft, model=model) as attempt:
         ...  # relay attempt.answer
@@ -60,7 +61,7 @@ async def upstream(
     affinity: str | None = None,
 ) -> AsyncIterator[Attempt]:
     """The first backend that answers, leased for the block. Until one has
-    answered, a failure is retried on another eligible one (SPEC §5); a
+    answered, a failure is retried on another eligible one; a
     pinned request is never moved. Raises the ``ApiError`` to answer when
     none does."""
     tried: set[str] = set()

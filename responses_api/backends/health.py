@@ -1,4 +1,4 @@
-"""Backend health checks (SPEC §5): ``GET {base_url}/models`` with a timeout.
+"""Backend health checks: ``GET {base_url}/models`` with a timeout.
 
 A backend goes offline after ``FAILURES_TO_OFFLINE`` consecutive failures and
 back online after one success. A probe obeys the backend's address policy

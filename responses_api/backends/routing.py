@@ -1,4 +1,4 @@
-"""Choosing a backend for a request (SPEC §5).
+"""Choosing a backend for a request (README, "Routing, limits and usage guarantees").
 
 Eligible: enabled, not offline, serving the model, below its concurrency
 limit. Among those the least loaded wins; a conversation (``prompt_cache_key``
@@ -323,7 +323,7 @@ class Router:
     ) -> list[Route]:
         routes = [r for r in model.routes if r.backend.enabled]
         if pinned is not None:
-            # A pinned request never goes anywhere else (SPEC §4.8).
+            # A pinned request never goes anywhere else.
             routes = [r for r in routes if r.backend.id == pinned]
             if not routes:
                 raise ApiError(

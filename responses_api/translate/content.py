@@ -1,4 +1,4 @@
-"""Content parts of input messages → chat message content (SPEC §4.4)."""
+"""Content parts of input messages → chat message content."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Incremental decoding of one string field of a JSON object being streamed.
 
 A custom (freeform) tool is offered to chat backends as a function with one
-string argument, ``{"input": "..."}`` (SPEC §4.5). The backend streams that
+string argument, ``{"input": "..."}``. The backend streams that
 JSON in arbitrary pieces; the client expects ``response.custom_tool_call_input
 .delta`` events carrying the *decoded* text as it is produced. This decoder
 takes the raw argument pieces and returns the decoded text each piece adds,

@@ -1,4 +1,4 @@
-"""Responses request → Chat Completions request (SPEC §4.3–§4.5).
+"""Responses request → Chat Completions request (README, "Responses API compatibility").
 
 Sans-I/O: takes a :class:`CreateResponse`, already validated and typed at the
 edge, and what is known about the model, and builds the chat request in two

@@ -1,4 +1,4 @@
-"""The Responses ``response`` object (SPEC §4.6).
+"""The Responses ``response`` object (README, "Responses API compatibility").
 
 Every field of OpenAI's ``Response`` and the Open Responses
 ``ResponseResource`` is present with an honest value; settings are echoed as

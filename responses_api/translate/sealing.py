@@ -3,7 +3,7 @@
 Switchyard keeps nothing between stateless requests, so a client that asks
 for ``include: ["reasoning.encrypted_content"]`` carries the model's reasoning
 itself, as a token only this platform can open and only for the organisation
-it was issued to (SPEC §4.3, §4.4). A token is ``sy1.`` followed by the
+it was issued to. A token is ``sy1.`` followed by the
 url-safe base64 of a 12-byte nonce and the AES-256-GCM ciphertext of the
 reasoning text. The key is derived with HKDF-SHA256 from the platform key and
 the organisation id, and the version prefix and organisation id are also the

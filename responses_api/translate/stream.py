@@ -1,4 +1,4 @@
-"""Chat Completions chunks → Responses stream events (SPEC §4.6).
+"""Chat Completions chunks → Responses stream events (README, "Responses API compatibility").
 
 A small state machine: :meth:`StreamTranslator.feed` takes one decoded chat
 chunk and returns the Responses events it implies; :meth:`finish` closes the
@@ -413,7 +413,7 @@ class StreamTranslator:
         return events
 
     def fail(self, code: str, message: str, extras: dict[str, Any] | None = None) -> list[Event]:
-        """End a started stream with response.failed (SPEC §4.6): the items
+        """End a started stream with response.failed: the items
         it cut short say so."""
         events = self.close_items("incomplete")
         response = self.response("failed", extras=extras, error={"code": code, "message": message})

@@ -1,5 +1,5 @@
 """``include: ["reasoning.encrypted_content"]``: reasoning the client carries
-back sealed, in any organisation (SPEC §4.3, §4.4), through the OpenAI SDK."""
+back sealed, in any organisation, through the OpenAI SDK."""
 
 from __future__ import annotations
 

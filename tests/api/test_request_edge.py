@@ -1,6 +1,6 @@
 """The request edge of ``POST /v1/responses``: nesting depth, integer bounds,
 compressed and mis-encoded bodies each get a 2xx or a 4xx envelope, never a
-5xx (SPEC §4.3, §4.7). Against a real daphne process and the simulator."""
+5xx. Against a real daphne process and the simulator."""
 
 from __future__ import annotations
 

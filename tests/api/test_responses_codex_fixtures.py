@@ -1,4 +1,4 @@
-"""Real captured Codex 0.171 requests replayed through the API (SPEC §4.11)."""
+"""Real captured Codex 0.171 requests replayed through the API."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.conftest import wait_rows
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "codex"
-# Headers Codex sends besides authorization (SPEC §4.11).
+# Headers Codex sends besides authorization.
 HEADER_NAMES = ("session-id", "thread-id", "x-client-request-id", "originator", "user-agent")
 
 

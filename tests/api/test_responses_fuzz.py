@@ -1,5 +1,5 @@
 """Random bodies and field types, deep nesting, huge numbers, compressed and
-mis-encoded bodies never produce a 5xx (SPEC §4.7)."""
+mis-encoded bodies never produce a 5xx."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a strict client checks, against live processes (SPEC §4.5, §4.6).
+"""What a strict client checks, against live processes.
 
 Streams read as sent (raw SSE) by the strict reader of ``tests.grammar``;
 what the backend received is read back from the simulator.

@@ -1,4 +1,4 @@
-"""“Use with Codex” for an API key (SPEC §11)."""
+"""“Use with Codex” for an API key (README, "Codex CLI")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Codex sessions (SPEC §10): usage rows keep the client's session, thread and
+"""Codex sessions: usage rows keep the client's session, thread and
 request ids and its originator, from the real headers of captured Codex
 turns; the console groups a session's turns on one page, filters the usage
 log by session and exports the ids."""

@@ -1,4 +1,4 @@
-"""``manage.py codex_config`` (SPEC §11)."""
+"""``manage.py codex_config`` (README, "Codex CLI")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Codex kit generator (SPEC §11) against the shape Codex 0.171 prints."""
+"""The Codex kit generator (README, "Codex CLI") against the shape Codex 0.171 prints."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ embedded default is one process) ``web`` is a single daphne.
 from __future__ import annotations
 
 import os
+import random
 import socket
 import time
 from collections.abc import Iterator
@@ -117,12 +118,27 @@ def fleet_for(people):
     return make
 
 
-def fresh_minute(needed: float = 15.0) -> None:
-    """Rate limits count in fixed one-minute windows: start a test that must
-    stay within one window early enough in a minute."""
-    into = time.time() % 60
-    if into > 60 - needed:
-        time.sleep(60 - into + 0.1)
+@pytest.fixture(scope="module")
+def still_web(django_db_setup, django_db_blocker) -> Iterator[Web]:
+    """``web`` whose rate limiter's clock stands still, for tests that count
+    requests and tokens against a per-minute limit and must not see the
+    window roll over between two requests.
+
+    Waiting for a fresh minute when less than 15 s of it was left cost up
+    to 15 s a test. A frozen clock (time-machine) would not reach these
+    servers, which are other processes; instead they are started with
+    ``SWITCHYARD_TEST_RATE_LIMIT_NOW``, the one instant their rate limiter
+    takes for now: the first second of a minute long past, picked at random,
+    so that every request counts in the same window (its reset 59 s away)
+    and no earlier run's counters (Redis keys name the window) are in it.
+    Nothing else in the servers reads that instant."""
+    window = int(time.time() // 60) - random.randrange(1_000, 1_000_000)
+    env = server_env(SWITCHYARD_TEST_RATE_LIMIT_NOW=str(window * 60 + 1))
+    count = 2 if redis_configured() else 1
+    servers = [start_daphne(env) for _ in range(count)]
+    yield Web(servers)
+    for server in servers:
+        server.stop()
 
 
 class RawRequest:

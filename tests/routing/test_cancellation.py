@@ -1,4 +1,4 @@
-"""Cancellation (SPEC §4.10): a client that closes the connection — while
+"""Cancellation: a client that closes the connection — while
 queued, while waiting for the first token, mid-stream, or during a
 non-streamed request — makes Switchyard close the upstream request at once
 (the simulator sees the disconnect within a second), frees the backend

@@ -1,4 +1,4 @@
-"""Health checks (SPEC §5): ``GET /v1/models`` records online/offline,
+"""Health checks: ``GET /v1/models`` records online/offline,
 latency, version and served models; offline after consecutive failures,
 online again after one success."""
 

@@ -1,4 +1,4 @@
-"""Rate limits (SPEC §6): requests/min, tokens/min and concurrent requests,
+"""Rate limits: requests/min, tokens/min and concurrent requests,
 per key and per organisation, shared by every web process (two daphnes on
 Redis when REDIS_URL is set). Over a limit → 429 with Retry-After and
 x-ratelimit-* headers, and a usage row with status 429."""
@@ -6,14 +6,13 @@ x-ratelimit-* headers, and a usage row with status 429."""
 from __future__ import annotations
 
 import concurrent.futures
-import time
 
 import httpx
 import orjson
 import pytest
 
 from tests.conftest import wait_for, wait_rows
-from tests.routing.conftest import fresh_minute, sim_stats
+from tests.routing.conftest import sim_stats
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -27,10 +26,9 @@ def post(url: str, key: str, text: str = "hi [[tokens:4]]") -> httpx.Response:
     )
 
 
-def test_requests_per_minute_per_key_across_processes(web, sims, fleet_for):
-    fresh_minute()
+def test_requests_per_minute_per_key_across_processes(still_web, sims, fleet_for):
     fleet = fleet_for(sims[:1], rpm=3)
-    responses = [post(web.next_url(), fleet.key) for _ in range(4)]
+    responses = [post(still_web.next_url(), fleet.key) for _ in range(4)]
     assert [r.status_code for r in responses] == [200, 200, 200, 429]
     assert [r.headers["x-ratelimit-remaining-requests"] for r in responses[:3]] == ["2", "1", "0"]
     for response in responses:
@@ -45,30 +43,30 @@ def test_requests_per_minute_per_key_across_processes(web, sims, fleet_for):
     assert sorted(r.status for r in rows) == [200, 200, 200, 429]
 
 
-def test_organisation_limit_counts_all_its_keys_together(web, sims, fleet_for, people):
-    fresh_minute()
+def test_organisation_limit_counts_all_its_keys_together(still_web, sims, fleet_for, people):
     from accounts.services import api_key_create
 
     people["acme"].default_rpm = 2
     people["acme"].save()
     fleet = fleet_for(sims[:1])
     _, other_key = api_key_create(organisation=people["acme"], name="second")
-    statuses = [post(web.next_url(), key).status_code for key in (fleet.key, other_key, other_key)]
+    statuses = [
+        post(still_web.next_url(), key).status_code for key in (fleet.key, other_key, other_key)
+    ]
     assert statuses == [200, 200, 429]
     # Another organisation is not affected.
     globex = fleet_for(sims[:1], org="globex")
-    assert post(web.next_url(), globex.key).status_code == 200
+    assert post(still_web.next_url(), globex.key).status_code == 200
 
 
-def test_tokens_per_minute_counts_the_estimate_then_real_usage(web, sims, fleet_for):
-    fresh_minute()
+def test_tokens_per_minute_counts_the_estimate_then_real_usage(still_web, sims, fleet_for):
     fleet = fleet_for(sims[:1], tpm=120)
     payload = orjson.dumps({"model": "sim-model", "input": "hi [[tokens:30]]"})
     estimate = len(payload) // 4  # what admission counts before the backend says
 
     def send() -> httpx.Response:
         return httpx.post(
-            web.next_url() + "/v1/responses",
+            still_web.next_url() + "/v1/responses",
             headers={"authorization": f"Bearer {fleet.key}", "content-type": "application/json"},
             content=payload,
             timeout=30,
@@ -81,9 +79,10 @@ def test_tokens_per_minute_counts_the_estimate_then_real_usage(web, sims, fleet_
     while response.status_code == 200 and len(totals) < 10:
         usage = response.json()["usage"]
         totals.append(usage["input_tokens"] + usage["output_tokens"])
-        # The window is corrected just after the last byte, inside the server,
-        # where nothing shows it but the next request (which would spend it).
-        time.sleep(0.3)
+        # The window is corrected after the last byte, in the round trip that
+        # hands the request's usage row over: once the row is in, so is the
+        # correction.
+        wait_rows(len(totals), organisation=fleet.organisation)
         response = send()
     assert response.status_code == 429
     # Each finished request left its real token count in the window (not the

@@ -1,4 +1,4 @@
-"""Routing across live backends (SPEC §5, §4.8): least loaded, affinity,
+"""Routing across live backends: least loaded, affinity,
 pinning, failover, no backend, saturation. Run against one daphne, or two
 sharing Redis when REDIS_URL is set."""
 

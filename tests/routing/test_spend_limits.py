@@ -1,4 +1,4 @@
-"""Monthly spend limits (SPEC §10): a budget and a token quota per key and per
+"""Monthly spend limits: a budget and a token quota per key and per
 organisation, counted across every web process (two daphnes sharing Redis
 when REDIS_URL is set), settled from the usage rows and rebuilt from them
 when a counter is gone. Also the cost each reply reports."""

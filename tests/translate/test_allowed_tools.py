@@ -1,4 +1,4 @@
-"""``tool_choice: {"type": "allowed_tools", ...}`` is checked and enforced (SPEC §4.5)."""
+"""``tool_choice: {"type": "allowed_tools", ...}`` is checked and enforced."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The response repeats the request's tools as they were sent (SPEC §4.6)."""
+"""The response repeats the request's tools as they were sent."""
 
 from __future__ import annotations
 

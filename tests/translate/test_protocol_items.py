@@ -1,4 +1,4 @@
-"""Input items and tools are typed once, at the edge (SPEC §4.4, §4.5)."""
+"""Input items and tools are typed once, at the edge."""
 
 from __future__ import annotations
 

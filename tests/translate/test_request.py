@@ -1,4 +1,4 @@
-"""Responses request → chat body (SPEC §4.3–§4.5), pure functions only."""
+"""Responses request → chat body, pure functions only."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reasoning carried by the client as a sealed token (SPEC §4.3, §4.4)."""
+"""Reasoning carried by the client as a sealed token."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Chat chunks → Responses events (SPEC §4.6), the state machine chunk by chunk."""
+"""Chat chunks → Responses events, the state machine chunk by chunk."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Items never interleave in a stream, and items cut short say so (SPEC §4.6)."""
+"""Items never interleave in a stream, and items cut short say so."""
 
 from __future__ import annotations
 
