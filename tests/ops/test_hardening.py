@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from http import HTTPStatus
 
 import httpx
@@ -77,7 +76,11 @@ def test_an_authenticated_unknown_url_or_wrong_method_leaves_one_row(server, pro
     assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "unknown_url")
     assert (wrong.status_code, wrong.json()["error"]["code"]) == (405, "method_not_allowed")
     wait_rows(2, organisation=acme.organisation)
-    time.sleep(0.5)  # a second row for either would have been written by now
+    # A second row for either would be queued as its request ended, before
+    # the row of a request sent after both (rows are written in order): once
+    # that row is in, any such row would be too.
+    after = call(server, "GET", "/v1/models", acme.key)
+    wait_rows(1, request_id=after.headers["x-request-id"])
     for response, method in ((unknown, "GET"), (wrong, "PUT")):
         (row,) = usage_rows(request_id=response.headers["x-request-id"])
         assert (row.method, row.status) == (method, response.status_code)
