@@ -140,11 +140,17 @@ def test_a_broken_loop_connection_falls_back_and_reconnects(people, monkeypatch)
     async def main() -> None:
         await _keep(acme).save(_response(1))
         loop_connection = store_loop._postgres.connection
+        pid = loop_connection.info.backend_pid
         async with await psycopg.AsyncConnection.connect(**_params(), autocommit=True) as killer:
-            await killer.execute(
-                "SELECT pg_terminate_backend(%s)", (loop_connection.info.backend_pid,)
-            )
-        await asyncio.sleep(0.1)
+            await killer.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            # The backend exits a moment after it is signalled.
+            gone = "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)"
+            async with asyncio.timeout(5):
+                while True:
+                    exited = await (await killer.execute(gone, (pid,))).fetchone()
+                    if exited and exited[0]:
+                        break
+                    await asyncio.sleep(0.01)
         await _keep(acme).save(_response(2))  # through the worker thread
         await _keep(acme).save(_response(3))  # from the loop again, reconnected
         assert store_loop._postgres.connection is not loop_connection
