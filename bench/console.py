@@ -130,7 +130,8 @@ def provision() -> dict:
 
 
 def _rows(n: int, orgs: dict, seed: int = 16):
-    """(copy line, roll-up dict) per row, oldest first over 30 days."""
+    """(the row's columns as ``COPY`` text, roll-up dict) per row, oldest
+    first over 30 days."""
     rng = random.Random(seed)
     now = datetime.now(tz=UTC)
     start = now - timedelta(days=30)
@@ -172,41 +173,46 @@ def _rows(n: int, orgs: dict, seed: int = 16):
             note = "Client disconnected" if status == 499 else ""
             request_id = uuid.UUID(int=rng.getrandbits(128), version=4)
             finished = created + timedelta(milliseconds=duration)
-            line = "\t".join(
-                (
-                    str(request_id),
-                    str(tenant["org"].id),
-                    str(key.id),
-                    key.prefix,
-                    model,
-                    str(backend.id),
-                    backend.name,
-                    "/v1/responses",
-                    "POST",
-                    "t" if stream else "f",
-                    str(status),
-                    code,
-                    message,
-                    note,
-                    "[]",
-                    str(inp),
-                    str(cached),
-                    str(out),
-                    str(think),
-                    f"{cost:.8f}",
-                    "1",
-                    f"{rng.uniform(0, 5):.2f}",
-                    f"{ttft:.2f}" if ttft is not None else "\\N",
-                    f"{duration:.2f}",
-                    f"{tps:.1f}" if out else "\\N",
-                    f"10.0.{i % 250}.{i % 200 + 1}",
-                    AGENTS[i % len(AGENTS)],
-                    "f",
-                    created.isoformat(),
-                    finished.isoformat(),
-                    *_client_ids(i, request_id),
+            client = dict(
+                zip(
+                    ("session_id", "thread_id", "client_request_id", "originator"),
+                    _client_ids(i, request_id),
+                    strict=True,
                 )
             )
+            values = {
+                "request_id": str(request_id),
+                "organisation_id": str(tenant["org"].id),
+                "api_key_id": str(key.id),
+                "key_prefix": key.prefix,
+                "model": model,
+                "backend_id": str(backend.id),
+                "backend_name": backend.name,
+                "endpoint": "/v1/responses",
+                "method": "POST",
+                "stream": "t" if stream else "f",
+                "status": str(status),
+                "error_code": code,
+                "error_message": message,
+                "note": note,
+                "notices": "[]",
+                "input_tokens": str(inp),
+                "cached_tokens": str(cached),
+                "output_tokens": str(out),
+                "reasoning_tokens": str(think),
+                "cost": f"{cost:.8f}",
+                "attempts": "1",
+                "queue_wait_ms": f"{rng.uniform(0, 5):.2f}",
+                "ttft_ms": f"{ttft:.2f}" if ttft is not None else "\\N",
+                "duration_ms": f"{duration:.2f}",
+                "tokens_per_second": f"{tps:.1f}" if out else "\\N",
+                "client_ip": f"10.0.{i % 250}.{i % 200 + 1}",
+                "user_agent": AGENTS[i % len(AGENTS)],
+                "is_check": "f",
+                "created_at": created.isoformat(),
+                "finished_at": finished.isoformat(),
+                **client,
+            }
             rollup = {
                 "organisation_id": tenant["org"].id,
                 "created_at": created,
@@ -221,45 +227,7 @@ def _rows(n: int, orgs: dict, seed: int = 16):
                 "cost": cost,
                 "ttft_ms": ttft,
             }
-            yield line, rollup
-
-
-COPY_COLUMNS = [
-    "request_id",
-    "organisation_id",
-    "api_key_id",
-    "key_prefix",
-    "model",
-    "backend_id",
-    "backend_name",
-    "endpoint",
-    "method",
-    "stream",
-    "status",
-    "error_code",
-    "error_message",
-    "note",
-    "notices",
-    "input_tokens",
-    "cached_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "cost",
-    "attempts",
-    "queue_wait_ms",
-    "ttft_ms",
-    "duration_ms",
-    "tokens_per_second",
-    "client_ip",
-    "user_agent",
-    "is_check",
-    "created_at",
-    "finished_at",
-    "session_id",
-    "thread_id",
-    "client_request_id",
-    "originator",
-]
+            yield values, rollup
 
 
 def _client_ids(i: int, request_id: uuid.UUID) -> tuple[str, str, str, str]:
@@ -274,7 +242,7 @@ def _client_ids(i: int, request_id: uuid.UUID) -> tuple[str, str, str, str]:
 def seed(n: int, orgs: dict) -> dict[str, float]:
     from django.db import connection, transaction
 
-    from responses_api.models import UsageDaily, UsageHourly, UsageLog
+    from responses_api.models import UsageDaily, UsageHourly, UsageLog, usage_columns
     from responses_api.rollups import cells_of, rollups_add_cells
 
     table = UsageLog._meta.db_table
@@ -305,10 +273,11 @@ def seed(n: int, orgs: dict) -> dict[str, float]:
         # The rows' organisations, keys and backends exist (provisioned
         # above): skip the per-row foreign-key triggers during the copy.
         cur.execute("SET session_replication_role = replica")
-        with cur.copy(f"COPY {table} ({', '.join(COPY_COLUMNS)}) FROM STDIN") as copy:
+        columns = usage_columns()
+        with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
             buffer = io.StringIO()
-            for i, (line, rollup) in enumerate(_rows(n, orgs), 1):
-                buffer.write(line)
+            for i, (values, rollup) in enumerate(_rows(n, orgs), 1):
+                buffer.write("\t".join(values[c] for c in columns))
                 buffer.write("\n")
                 pending.append(rollup)
                 if i % 20_000 == 0:

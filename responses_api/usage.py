@@ -82,42 +82,6 @@ CLAIM_IDLE_MS = 30_000
 FLUSH_INTERVAL = 0.2
 MAX_BACKOFF = 30.0
 
-# A usage row's columns, in the order exports list them (``usage_export``,
-# the console's CSV); a row as submitted also names its organisation and key.
-EXPORT_COLUMNS = (
-    "request_id",
-    "created_at",
-    "finished_at",
-    "key_prefix",
-    "model",
-    "backend_id",
-    "backend_name",
-    "endpoint",
-    "method",
-    "stream",
-    "status",
-    "error_code",
-    "error_message",
-    "note",
-    "notices",
-    "input_tokens",
-    "cached_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "cost",
-    "attempts",
-    "queue_wait_ms",
-    "ttft_ms",
-    "duration_ms",
-    "tokens_per_second",
-    "client_ip",
-    "user_agent",
-    "session_id",
-    "thread_id",
-    "client_request_id",
-    "originator",
-)
-
 # A spreadsheet reads a cell starting with one of these as a formula: a
 # user agent, a model name or an error message from a request could then
 # run one in whoever opens the export. OWASP's "CSV Injection" rule: prefix
@@ -152,11 +116,9 @@ class _Prepare:
     dropped, every value repaired to fit its column (``usage_sanitise``)."""
 
     def __init__(self) -> None:
-        from responses_api.models import UsageLog
+        from responses_api.models import UsageLog, usage_columns
 
-        self.names = frozenset(
-            f.attname for f in UsageLog._meta.concrete_fields if not f.primary_key
-        )
+        self.names = frozenset(usage_columns())
         self.sanitise = RowSanitiser(UsageLog)
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:

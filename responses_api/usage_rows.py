@@ -25,19 +25,19 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from accounts.models import ApiKey, Organisation
-from responses_api.usage import EXPORT_COLUMNS, csv_cell
+from responses_api.models import USAGE_EXPORT_COLUMNS
+from responses_api.usage import csv_cell
 
 # The usage log's export columns, with the organisation and key named for
 # people reading the file (the console's export leaves out internal ids).
 _NAMED = {"organisation", "key_name"}
+_TIMES = USAGE_EXPORT_COLUMNS[:3]  # request_id, created_at, finished_at
 CSV_HEADER = (
-    "request_id",
-    "created_at",
-    "finished_at",
+    *_TIMES,
     "organisation",
     "key_prefix",
     "key_name",
-    *(c for c in EXPORT_COLUMNS[4:] if c not in {"backend_id", "notices"}),
+    *(c for c in USAGE_EXPORT_COLUMNS[3:] if c not in {"key_prefix", "backend_id", "notices"}),
 )
 # Read from the row itself: the organisation's slug and the key's name are
 # looked up once each, not joined, so that the rows come straight off the
@@ -45,7 +45,9 @@ CSV_HEADER = (
 _ROW_COLUMNS = ("organisation_id", "api_key_id", *(c for c in CSV_HEADER if c not in _NAMED))
 # A usage record (the management API's ``usage_record``): every export
 # column, the key's id, and never the organisation (the caller's own).
-RECORD_COLUMNS = ("request_id", "created_at", "finished_at", "api_key_id", *EXPORT_COLUMNS[3:])
+RECORD_COLUMNS = (*_TIMES, "api_key_id", *USAGE_EXPORT_COLUMNS[3:])
+# A usage record's names for the columns named otherwise in the database.
+RECORD_NAMES = {"request_id": "id", "api_key_id": "key_id"}
 CHUNK = 2000
 PIECE = 64 * 1024
 
@@ -125,9 +127,8 @@ def usage_record(values: Iterable[Any]) -> dict[str, Any]:
     """One row (the values of :data:`RECORD_COLUMNS`, in order) as a usage
     record of plain JSON types."""
     row = dict(zip(RECORD_COLUMNS, (_plain(v) for v in values), strict=True))
-    names = {"request_id": "id", "api_key_id": "key_id"}
     record = {"id": row["request_id"], "object": "usage_record"}
-    record.update((names.get(name, name), value) for name, value in row.items())
+    record.update((RECORD_NAMES.get(name, name), value) for name, value in row.items())
     return record
 
 

@@ -1,45 +1,55 @@
 """A usage record as the management API lists it. The rows themselves are
 built by ``responses_api.usage_rows.usage_record`` (for JSON and JSON lines
-alike); this serializer describes them in the schema."""
+alike); this serializer describes them in the schema, field by field from
+the record's columns and ``UsageLog``'s fields, so the schema lists what the
+records carry."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db import models
 from rest_framework import serializers
 
 from admin_api.serializers.base import ObjectTypeField
+from responses_api.models import UsageLog
+from responses_api.usage_rows import RECORD_COLUMNS, RECORD_NAMES
+
+_HELP = {
+    "request_id": "The request id (X-Request-Id).",
+    "session_id": "The client's session (session-id).",
+}
+
+
+def _record_field(column: str) -> serializers.Field:
+    """The serializer field of one record column: the JSON type
+    ``usage_record`` turns the model field's value into."""
+    field = next(f for f in UsageLog._meta.concrete_fields if f.attname == column)
+    options: dict[str, Any] = {"allow_null": True} if field.null else {}
+    if column in _HELP:
+        options["help_text"] = _HELP[column]
+    if isinstance(field, models.ForeignKey | models.UUIDField):
+        return serializers.UUIDField(**options)
+    if isinstance(field, models.DateTimeField):
+        return serializers.DateTimeField(**options)
+    if isinstance(field, models.BooleanField):
+        return serializers.BooleanField(**options)
+    if isinstance(field, models.IntegerField):
+        return serializers.IntegerField(**options)
+    if isinstance(field, models.DecimalField | models.FloatField):
+        return serializers.FloatField(**options)
+    if isinstance(field, models.JSONField):
+        # ``notices``: the codes of the notices the response carried.
+        return serializers.ListField(child=serializers.CharField(), **options)
+    return serializers.CharField(**options)
 
 
 class UsageRecordSerializer(serializers.Serializer):
-    id = serializers.UUIDField(help_text="The request id (X-Request-Id).")
-    object = ObjectTypeField("usage_record")
-    created_at = serializers.DateTimeField()
-    finished_at = serializers.DateTimeField(allow_null=True)
-    key_id = serializers.UUIDField(allow_null=True)
-    key_prefix = serializers.CharField()
-    model = serializers.CharField()
-    backend_id = serializers.UUIDField(allow_null=True)
-    backend_name = serializers.CharField()
-    endpoint = serializers.CharField()
-    method = serializers.CharField()
-    stream = serializers.BooleanField()
-    status = serializers.IntegerField()
-    error_code = serializers.CharField()
-    error_message = serializers.CharField()
-    note = serializers.CharField()
-    notices = serializers.ListField(child=serializers.CharField())
-    input_tokens = serializers.IntegerField()
-    cached_tokens = serializers.IntegerField()
-    output_tokens = serializers.IntegerField()
-    reasoning_tokens = serializers.IntegerField()
-    cost = serializers.FloatField()
-    attempts = serializers.IntegerField()
-    queue_wait_ms = serializers.FloatField(allow_null=True)
-    ttft_ms = serializers.FloatField(allow_null=True)
-    duration_ms = serializers.FloatField(allow_null=True)
-    tokens_per_second = serializers.FloatField(allow_null=True)
-    client_ip = serializers.CharField(allow_null=True)
-    user_agent = serializers.CharField()
-    session_id = serializers.CharField(help_text="The client's session (session-id).")
-    thread_id = serializers.CharField()
-    client_request_id = serializers.CharField()
-    originator = serializers.CharField()
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields: dict[str, serializers.Field] = {
+            "id": _record_field("request_id"),
+            "object": ObjectTypeField("usage_record"),
+        }
+        for column in RECORD_COLUMNS:
+            fields.setdefault(RECORD_NAMES.get(column, column), _record_field(column))
+        return fields

@@ -14,11 +14,11 @@ import orjson
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.management.commands._common import get_org
-from responses_api.models import UsageLog
-from responses_api.usage import EXPORT_COLUMNS, csv_cell
+from responses_api.models import USAGE_EXPORT_COLUMNS, UsageLog
+from responses_api.usage import csv_cell
 
 CHUNK = 2000
-COLUMNS = EXPORT_COLUMNS
+COLUMNS = USAGE_EXPORT_COLUMNS
 
 
 def _when(value: str | None, name: str) -> datetime | None:
