@@ -12,23 +12,33 @@ from drf_spectacular.extensions import (
     OpenApiSerializerFieldExtension,
 )
 
-ERROR_SCHEMA = {
-    "type": "object",
-    "description": "The OpenAI error envelope, used by every error response.",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["message", "type", "param", "code"],
-            "properties": {
-                "message": {"type": "string"},
-                "type": {"type": "string"},
-                "param": {"type": "string", "nullable": True},
-                "code": {"type": "string", "nullable": True},
-            },
-        }
-    },
-}
+import responses_api.errors
+
+
+def openapi_30(schema: Any) -> Any:
+    """``schema`` (JSON Schema, as OpenAPI 3.1 takes it) as OpenAPI 3.0 takes
+    it, the version drf-spectacular writes: a type that may be null is
+    ``nullable``, and ``examples`` (not a 3.0 keyword) is left out."""
+    if isinstance(schema, list):
+        return [openapi_30(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    converted: dict[str, Any] = {}
+    for name, value in schema.items():
+        if name == "examples":
+            continue
+        if name == "type" and isinstance(value, list) and "null" in value:
+            (value,) = (t for t in value if t != "null")
+            converted["type"] = value
+            converted["nullable"] = True
+        elif name == "properties":
+            converted[name] = {prop: openapi_30(sub) for prop, sub in value.items()}
+        else:
+            converted[name] = openapi_30(value)
+    return converted
+
+
+ERROR_SCHEMA = openapi_30(responses_api.errors.ERROR_SCHEMA)
 ERRORS = {
     "400": "Invalid request: `param` names the field.",
     "401": "No admin key, or not a valid one.",

@@ -63,6 +63,31 @@ class ApiError(Exception):
         return orjson.dumps(self.body())
 
 
+# :meth:`ApiError.body` as JSON Schema (OpenAPI 3.1), the one description of
+# the envelope: the public API's document lists it as is, the management
+# API's (OpenAPI 3.0) converts it with ``admin_api.schema.openapi_30``.
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "The OpenAI error envelope, used by every error response.",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type", "param", "code"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {
+                    "type": "string",
+                    "examples": ["invalid_request_error", "authentication_error"],
+                },
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+
+
 def invalid(
     message: str, param: str | None = None, code: str = "invalid_request_error"
 ) -> ApiError:

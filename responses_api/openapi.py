@@ -13,6 +13,7 @@ import copy
 from functools import cache
 from typing import Any
 
+from responses_api.errors import ERROR_SCHEMA
 from responses_api.protocol import REFUSAL_MESSAGES, CreateResponse
 
 REF = "#/components/schemas/{model}"
@@ -21,27 +22,6 @@ REF = "#/components/schemas/{model}"
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": REF.format(model=name)}
 
-
-ERROR = {
-    "type": "object",
-    "description": "The OpenAI error envelope, used by every error response.",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["message", "type", "param", "code"],
-            "properties": {
-                "message": {"type": "string"},
-                "type": {
-                    "type": "string",
-                    "examples": ["invalid_request_error", "authentication_error"],
-                },
-                "param": {"type": ["string", "null"]},
-                "code": {"type": ["string", "null"]},
-            },
-        }
-    },
-}
 
 USAGE = {
     "type": "object",
@@ -348,7 +328,7 @@ def openapi_schema() -> dict[str, Any]:
                 "SwitchyardExtras": SWITCHYARD_EXTRAS,
                 "StreamEvent": STREAM_EVENT,
                 "ModelList": MODEL_LIST,
-                "Error": ERROR,
+                "Error": ERROR_SCHEMA,
             },
         },
     }

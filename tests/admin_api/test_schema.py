@@ -39,6 +39,17 @@ def test_every_operation_documents_the_error_envelope_and_the_admin_key():
             assert operation["security"] == [{"adminKey": []}], (path, method)
 
 
+def test_the_error_envelope_is_the_inference_apis_in_openapi_3_0_terms():
+    from responses_api.openapi import openapi_schema
+
+    public = openapi_schema()["components"]["schemas"]["Error"]["properties"]["error"]
+    error = DOCUMENT["components"]["schemas"]["Error"]["properties"]["error"]
+    assert error["required"] == public["required"]
+    assert list(error["properties"]) == list(public["properties"])
+    assert error["properties"]["param"] == {"type": "string", "nullable": True}
+    assert "examples" not in error["properties"]["type"]
+
+
 def test_write_only_and_read_only_fields_are_declared():
     components = DOCUMENT["components"]["schemas"]
     assert "upstream_api_key" in components["BackendRequest"]["properties"]
