@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -22,6 +21,8 @@ from accounts.keys import (
     looks_like_admin_key,
 )
 from accounts.models import AdminApiKey, Organisation
+from accounts.services import key_revoke
+from accounts.validation import all_errors, expiry_field, role_field, text_field
 
 # ``last_used_at`` is written at most this often per key: a busy automation
 # should not turn every read of the API into a write.
@@ -29,21 +30,12 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 def _clean(*, name: object, role: object, expires_at: object) -> tuple[str, str]:
-    errors: dict[str, str] = {}
-    text = name.strip() if isinstance(name, str) else ""
-    if not text:
-        errors["name"] = "Give the key a name."
-    elif len(text) > 200:
-        errors["name"] = "At most 200 characters."
-    if role not in AdminApiKey.Role.values:
-        errors["role"] = f"Pick one of: {', '.join(AdminApiKey.Role.values)}."
-    if expires_at is not None and not isinstance(expires_at, datetime):
-        errors["expires_at"] = "A date and time."
-    elif expires_at is not None and expires_at <= timezone.now():
-        errors["expires_at"] = "The expiry must be in the future."
-    if errors:
-        raise ValidationError(errors)
-    return text, str(role)
+    text, chosen, _ = all_errors(
+        lambda: text_field(name, field="name", message="Give the key a name."),
+        lambda: role_field(role, roles=AdminApiKey.Role.values),
+        lambda: expiry_field(expires_at),
+    )
+    return str(text), str(chosen)
 
 
 @transaction.atomic
@@ -85,16 +77,7 @@ def admin_key_create(
 def admin_key_revoke(*, admin_key: AdminApiKey, actor: Actor = CLI) -> AdminApiKey:
     """Revoke an admin key at once (the next request with it is a 401);
     revoking twice changes nothing."""
-    if admin_key.revoked_at is None:
-        admin_key.revoked_at = timezone.now()
-        admin_key.save(update_fields=["revoked_at"])
-        audit_record(
-            organisation=admin_key.organisation,
-            actor=actor,
-            action="admin_key.revoke",
-            target=f"{admin_key.name} ({admin_key.prefix}…)",
-            details={"admin_key_id": str(admin_key.id)},
-        )
+    key_revoke(key=admin_key, actor=actor, action="admin_key.revoke", id_name="admin_key_id")
     return admin_key
 
 

@@ -4,11 +4,12 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.db.models import TextChoices
 from django.utils import timezone
 
 
 class Organisation(models.Model):
-    class Retention(models.TextChoices):
+    class Retention(TextChoices):
         NONE = "none", "Store nothing (zero data retention)"
         STORE = "store", "Store responses for a limited time"
 
@@ -39,7 +40,7 @@ class Organisation(models.Model):
 
 
 class Membership(models.Model):
-    class Role(models.TextChoices):
+    class Role(TextChoices):
         OWNER = "owner", "Owner"
         ADMIN = "admin", "Admin"
         DEVELOPER = "developer", "Developer"
@@ -65,14 +66,13 @@ class Membership(models.Model):
         return f"{self.user} in {self.organisation} as {self.role}"
 
 
-class ApiKey(models.Model):
-    """An API key. Only the SHA-256 of the full key is stored; ``prefix`` is
-    the first characters, shown in the console so people can tell keys apart."""
+class KeyBase(models.Model):
+    """What an API key and an admin key share: a name, who made it, and the
+    key itself as its SHA-256 (``accounts.keys``) with ``prefix``, its first
+    characters, shown so that people can tell keys apart. Each kind keeps a
+    table of its own, so that neither can be mistaken for the other."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    organisation = models.ForeignKey(
-        Organisation, on_delete=models.CASCADE, related_name="api_keys"
-    )
     name = models.CharField(max_length=200)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
@@ -83,6 +83,37 @@ class ApiKey(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def status(self) -> str:
+        if self.revoked_at:
+            return "revoked"
+        if self.expires_at and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"
+
+    def revoke(self) -> bool:
+        """Revoke the key now; False, writing nothing, if it was already."""
+        if self.revoked_at is not None:
+            return False
+        self.revoked_at = timezone.now()
+        self.save(update_fields=["revoked_at"])
+        return True
+
+
+class ApiKey(KeyBase):
+    """An API key, for the inference API, with what it may do."""
+
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="api_keys"
+    )
     allowed_models = models.JSONField(default=list, blank=True)
     rpm = models.PositiveIntegerField(null=True, blank=True)
     tpm = models.PositiveIntegerField(null=True, blank=True)
@@ -92,61 +123,21 @@ class ApiKey(models.Model):
     monthly_budget = models.DecimalField(max_digits=16, decimal_places=6, null=True, blank=True)
     monthly_tokens = models.PositiveBigIntegerField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at"]
 
-    def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…)"
-
-    @property
-    def status(self) -> str:
-        if self.revoked_at:
-            return "revoked"
-        if self.expires_at and self.expires_at <= timezone.now():
-            return "expired"
-        return "active"
-
-
-class AdminApiKey(models.Model):
+class AdminApiKey(KeyBase):
     """A key for the management API (``/api/v1/admin/``), never for inference.
 
     A kind of its own, not an :class:`ApiKey` with a flag: neither can be
-    mistaken for the other on either API. Stored like an API key, as the
-    SHA-256 of the full key (``accounts.keys``)."""
+    mistaken for the other on either API."""
 
-    class Role(models.TextChoices):
+    class Role(TextChoices):
         ADMIN = "admin", "Admin (read and write)"
         VIEWER = "viewer", "Viewer (read only)"
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organisation = models.ForeignKey(
         Organisation, on_delete=models.CASCADE, related_name="admin_keys"
     )
-    name = models.CharField(max_length=200)
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    prefix = models.CharField(max_length=32)
-    key_hash = models.CharField(max_length=64, unique=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…)"
-
-    @property
-    def status(self) -> str:
-        if self.revoked_at:
-            return "revoked"
-        if self.expires_at and self.expires_at <= timezone.now():
-            return "expired"
-        return "active"
 
 
 class Invitation(models.Model):
@@ -192,7 +183,7 @@ class AuditEntry(models.Model):
     """Who changed what in an organisation, and when. Written by every
     service that changes state, whoever calls it; never holds a secret."""
 
-    class Source(models.TextChoices):
+    class Source(TextChoices):
         CONSOLE = "console", "Console"
         API = "api", "REST API"
         # A management command: whoever runs it has shell access, not a login.

@@ -24,12 +24,13 @@ from django.utils import timezone
 from accounts.audit import CLI, Actor, audit_record
 from accounts.keys import generate_key, hash_key, visible_prefix
 from accounts.limits import SPEND_FIELDS, audit_value, spend_limit_clean
-from accounts.models import ApiKey, AuditEntry, Invitation, Membership, Organisation
+from accounts.models import AdminApiKey, ApiKey, AuditEntry, Invitation, Membership, Organisation
 from accounts.signals import api_key_changed, organisation_settings_changed
 from accounts.validation import (
     account_for_email,
     count_field,
     email_field,
+    expiry_field,
     refuse_unknown,
     role_field,
     text_field,
@@ -450,11 +451,7 @@ def _key_clean(data: Mapping[str, object]) -> dict[str, Any]:
                 raise ValidationError({field: "A list of model ids."})
             clean[field] = sorted(set(models))
         elif field == "expires_at":
-            if value is not None and not isinstance(value, datetime):
-                raise ValidationError({field: "A date and time."})
-            if value is not None and value <= timezone.now():
-                raise ValidationError({field: "The expiry must be in the future."})
-            clean[field] = value
+            clean[field] = expiry_field(value, field=field)
         elif field.startswith("monthly_"):
             clean[field] = spend_limit_clean(field, value)
         else:
@@ -546,19 +543,25 @@ def api_key_update(*, api_key: ApiKey, actor: Actor, data: Mapping[str, object])
     return api_key
 
 
+def key_revoke(*, key: ApiKey | AdminApiKey, actor: Actor, action: str, id_name: str) -> bool:
+    """Revoke either kind of key, with its audit entry ``action`` naming the
+    key's id as ``id_name``; False, writing nothing, if it was revoked."""
+    if not key.revoke():
+        return False
+    audit_record(
+        organisation=key.organisation,
+        actor=actor,
+        action=action,
+        target=str(key),
+        details={id_name: str(key.id)},
+    )
+    return True
+
+
 @transaction.atomic
 def api_key_revoke(*, api_key: ApiKey, actor: Actor = CLI) -> ApiKey:
     """Revoke a key at once; revoking twice changes nothing."""
-    if api_key.revoked_at is None:
-        api_key.revoked_at = timezone.now()
-        api_key.save(update_fields=["revoked_at"])
-        audit_record(
-            organisation=api_key.organisation,
-            actor=actor,
-            action="api_key.revoke",
-            target=f"{api_key.name} ({api_key.prefix}…)",
-            details={"key_id": str(api_key.id)},
-        )
+    key_revoke(key=api_key, actor=actor, action="api_key.revoke", id_name="key_id")
     # Also when it was revoked already: a cache may still hold it.
     api_key_changed.send(sender=ApiKey, key_hash=api_key.key_hash)
     return api_key

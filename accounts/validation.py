@@ -4,11 +4,13 @@ console, the REST API and the commands show next to that field."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
 from accounts.models import Membership
 
@@ -34,10 +36,37 @@ def count_field(value: object, *, field: str, optional: bool = True) -> int | No
     return value
 
 
-def role_field(value: object) -> str:
-    if value not in Membership.Role.values:
-        raise ValidationError({"role": f"Pick one of: {', '.join(Membership.Role.values)}."})
+def role_field(value: object, *, roles: Iterable[str] = Membership.Role.values) -> str:
+    roles = list(roles)
+    if value not in roles:
+        raise ValidationError({"role": f"Pick one of: {', '.join(roles)}."})
     return str(value)
+
+
+def expiry_field(value: object, *, field: str = "expires_at") -> datetime | None:
+    """A moment in the future (a key's expiry), or None for never."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ValidationError({field: "A date and time."})
+    if value <= timezone.now():
+        raise ValidationError({field: "The expiry must be in the future."})
+    return value
+
+
+def all_errors(*checks: Callable[[], object]) -> list[object]:
+    """The value of every check, or one error naming every field that
+    failed (a form shows them all at once, not one per attempt)."""
+    values: list[object] = []
+    errors: dict[str, list[str]] = {}
+    for check in checks:
+        try:
+            values.append(check())
+        except ValidationError as error:
+            errors.update(error.message_dict)
+    if errors:
+        raise ValidationError(errors)
+    return values
 
 
 def email_field(value: object) -> str:

@@ -61,3 +61,39 @@ def test_key_expiring_later_still_works(people):
         organisation=people["acme"], name="ci", expires_at=timezone.now() + timedelta(days=1)
     )
     assert authenticate_sync(raw).organisation_slug == "acme"
+
+
+def test_an_admin_key_names_every_bad_field_at_once(people):
+    from django.core.exceptions import ValidationError
+
+    from accounts.admin_keys import admin_key_create
+
+    with pytest.raises(ValidationError) as error:
+        admin_key_create(
+            organisation=people["acme"],
+            name=" ",
+            role="owner",
+            expires_at=timezone.now() - timedelta(seconds=1),
+        )
+    assert error.value.message_dict == {
+        "name": ["Give the key a name."],
+        "role": ["Pick one of: admin, viewer."],
+        "expires_at": ["The expiry must be in the future."],
+    }
+
+
+def test_both_kinds_of_key_are_revoked_once_and_audited_once(people):
+    from accounts.admin_keys import admin_key_create, admin_key_revoke
+    from accounts.models import AuditEntry
+
+    key, _ = api_key_create(organisation=people["acme"], name="ci")
+    admin_key, _ = admin_key_create(organisation=people["acme"], name="ops")
+    for _ in range(2):
+        api_key_revoke(api_key=key)
+        admin_key_revoke(admin_key=admin_key)
+    assert key.status == admin_key.status == "revoked"
+    revocations = AuditEntry.objects.filter(action__endswith=".revoke").order_by("id")
+    assert [(e.action, e.target, e.details) for e in revocations] == [
+        ("api_key.revoke", f"ci ({key.prefix}…)", {"key_id": str(key.id)}),
+        ("admin_key.revoke", f"ops ({admin_key.prefix}…)", {"admin_key_id": str(admin_key.id)}),
+    ]
