@@ -6,6 +6,7 @@ analysed, with the planner's settings left alone."""
 from __future__ import annotations
 
 import io
+import json
 import random
 import uuid
 from datetime import timedelta
@@ -27,32 +28,43 @@ pytestmark = [
 ]
 
 ROWS = 200_000
-# The NOT NULL columns the plans do not depend on.
-CONSTANT_COLUMNS = [
-    "key_prefix",
-    "backend_name",
-    "method",
-    "error_code",
-    "error_message",
-    "note",
-    "notices",
-    "input_tokens",
-    "cached_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "cost",
-    "attempts",
-    "user_agent",
-    "is_check",
-    "session_id",
-    "thread_id",
-    "client_request_id",
-    "originator",
-]
-CONSTANT = (
-    *("sy_sk_", "gpu", "POST", "", "", "", "[]", "10", "0", "5", "0", "0", "1", "t/1", "f"),
-    *("", "", "", ""),
+# The columns each row sets; the plans depend on these.
+VARIED = (
+    "request_id",
+    "organisation_id",
+    "api_key_id",
+    "model",
+    "backend_id",
+    "stream",
+    "status",
+    "endpoint",
+    "created_at",
 )
+# The other NOT NULL columns (``COPY`` knows no Django default), the same
+# in every row: the model's default, or a value a real row would have.
+CONSTANT_FIELDS = [
+    f
+    for f in UsageLog._meta.concrete_fields
+    if not f.null and not f.primary_key and f.attname not in VARIED
+]
+REALISTIC = {
+    "key_prefix": "sy_sk_",
+    "backend_name": "gpu",
+    "input_tokens": 10,
+    "output_tokens": 5,
+    "attempts": 1,
+    "user_agent": "t/1",
+}
+
+
+def _copy_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    return json.dumps(value) if isinstance(value, list) else str(value)
+
+
+CONSTANT_COLUMNS = [f.attname for f in CONSTANT_FIELDS]
+CONSTANT = tuple(_copy_text(REALISTIC.get(f.attname, f.get_default())) for f in CONSTANT_FIELDS)
 STATUSES = (200, 400, 404, 429, 499, 500, 502, 503)
 SESSION = "019a2b7c-5d1e-7f00-9c3a-codex-session"
 WEIGHTS = (910, 20, 5, 30, 25, 3, 4, 3)
