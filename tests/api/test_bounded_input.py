@@ -107,13 +107,13 @@ def test_a_bomb_decoded_in_a_thread_leaves_the_loop_free():
         async def tick() -> None:
             last = time.perf_counter()
             while True:
-                await asyncio.sleep(0.001)
+                await asyncio.sleep(0.001)  # what is measured: how late this wakes
                 now = time.perf_counter()
                 gaps.append(now - last)
                 last = now
 
         ticker = asyncio.create_task(tick())
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # a few ticks before, to compare with
         with pytest.raises(ApiError) as refused:
             await decode(bomb, b"gzip", cap=CAP)
         assert refused.value.status == 413

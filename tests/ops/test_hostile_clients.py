@@ -152,7 +152,7 @@ def test_a_client_that_stops_reading_holds_no_memory_and_ends_as_a_499(web_proce
         peak = before
         while time.monotonic() - started < STALL_SECONDS - 0.5:
             peak = max(peak, rss_mb(web_process.process.pid))
-            time.sleep(0.1)
+            time.sleep(0.1)  # the sampling rate of the RSS over the stall
         assert peak - before < 40, f"RSS grew by {peak - before:.0f} MB"
         assert firehose.sent < 30 * 1024 * 1024  # the backend was held back too
 
@@ -182,7 +182,7 @@ def test_a_client_that_reads_slowly_gets_the_whole_stream(web_process, provision
         started = time.monotonic()
         while time.monotonic() - started < 2.5 * STALL_SECONDS:
             received += sock.recv(4096)
-            time.sleep(0.1)
+            time.sleep(0.1)  # the scenario: a client that reads slowly
         assert len(received) < 2 * 1024 * 1024  # it was slow: the server waited
         while not received.endswith(b"0\r\n\r\n"):
             data = sock.recv(1 << 20)
@@ -205,7 +205,7 @@ def healthz_latencies(port: int, stop: threading.Event) -> list[float]:
                 started = time.perf_counter()
                 assert client.get("/healthz").status_code == 200
                 latencies.append(time.perf_counter() - started)
-                time.sleep(0.005)
+                time.sleep(0.005)  # the probes' pace: a steady trickle of requests
 
     threading.Thread(target=probe, daemon=True).start()
     wait_for(lambda: latencies, timeout=10)

@@ -91,7 +91,7 @@ def test_sqlite_busy_goes_to_the_worker_thread_without_stalling_the_loop(people,
     async def tick() -> None:
         for _ in range(20):
             ticks.append(time.monotonic())
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # what is measured: how late each tick wakes
 
     async def main() -> None:
         released.start()
