@@ -20,7 +20,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from responses_api.translate.chunks import ChunkUsage, Delta, ToolCallDelta, check_chunk
+from responses_api.translate.chunks import (
+    Chunk,
+    ChunkUsage,
+    Delta,
+    ToolCallDelta,
+    check_chunk,
+)
 from responses_api.translate.items import Item, append_text, call_item, new_id, whole_json
 from responses_api.translate.partial_json import StringFieldDecoder
 from responses_api.translate.response import envelope, message_item, usage_dict
@@ -30,6 +36,12 @@ from responses_api.translate.tools import ToolRef
 __all__ = ["Event", "StreamTranslator", "Usage", "new_id"]
 
 Event = dict[str, Any]
+
+# The keys of a choice, and of its delta, that the fast path of
+# ``StreamTranslator.feed`` reads (or may ignore): any other goes through
+# the typed check.
+_TEXT_CHOICE = frozenset({"index", "delta", "finish_reason", "logprobs"})
+_TEXT_DELTA = frozenset({"role", "content", "reasoning_content", "reasoning", "refusal"})
 
 
 @dataclass(slots=True)
@@ -97,8 +109,49 @@ class StreamTranslator:
 
     def feed(self, data: dict[str, Any]) -> list[Event]:
         """The events one backend chunk implies; :class:`BadChunk` for a
-        chunk that is not Chat Completions (checked before any state moves)."""
-        chunk = check_chunk(data)
+        chunk that is not Chat Completions.
+
+        Nearly every chunk is one choice with a text delta: its fields are
+        read once and checked as they are read (:data:`_TEXT_CHOICE`).
+        Any other chunk (usage, tool calls, anything odd) takes the typed
+        check of :func:`check_chunk` first, which costs 0.6 µs, a fifth of
+        the event loop's instructions per relayed token. The fast path may
+        only take chunks the typed check accepts unchanged;
+        ``tests/translate/test_chunks.py`` holds it to that."""
+        choices = data.get("choices")
+        if type(choices) is list and len(choices) == 1 and data.get("usage") is None:
+            choice = choices[0]
+            if type(choice) is dict and choice.keys() <= _TEXT_CHOICE:
+                delta = choice.get("delta")
+                if delta is None or (type(delta) is dict and delta.keys() <= _TEXT_DELTA):
+                    delta = delta or {}
+                    reasoning_content = delta.get("reasoning_content")
+                    reasoning = delta.get("reasoning")
+                    content = delta.get("content")
+                    refusal = delta.get("refusal")
+                    index = choice.get("index")
+                    reason = choice.get("finish_reason")
+                    model = data.get("model")
+                    if (
+                        (reasoning_content is None or type(reasoning_content) is str)
+                        and (reasoning is None or type(reasoning) is str)
+                        and (content is None or type(content) is str)
+                        and (refusal is None or type(refusal) is str)
+                        and (index is None or type(index) is int)
+                        and (reason is None or type(reason) is str)
+                        and (model is None or type(model) is str)
+                    ):
+                        if self.upstream_model is None:
+                            self.upstream_model = model
+                        events: list[Event] = []
+                        if not index:
+                            self._texts(reasoning_content or reasoning, content, refusal, events)
+                            if reason:
+                                self.finish_reason = reason
+                        return events
+        return self._feed_checked(check_chunk(data))
+
+    def _feed_checked(self, chunk: Chunk) -> list[Event]:
         events: list[Event] = []
         usage = chunk.get("usage")
         if usage:
@@ -106,26 +159,29 @@ class StreamTranslator:
         if self.upstream_model is None:
             self.upstream_model = chunk.get("model")
         for choice in chunk.get("choices") or ():
-            if choice.get("index", 0) != 0:
+            if choice.get("index") or 0:
                 continue
             delta: Delta = choice.get("delta") or choice.get("message") or {}
             # Servers name reasoning differently: vLLM (< 0.10), SGLang and
             # llama.cpp send `reasoning_content`; vLLM ≥ 0.10 and Ollama `reasoning`.
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning:
-                self._text_delta("reasoning", reasoning, events)
-            content = delta.get("content")
-            if content:
-                self._text_delta("message", content, events)
-            refusal = delta.get("refusal")
-            if refusal:
-                self._text_delta("message", refusal, events)
+            self._texts(reasoning, delta.get("content"), delta.get("refusal"), events)
             for position, call in enumerate(delta.get("tool_calls") or ()):
                 self._tool_delta(call, position, events)
             reason = choice.get("finish_reason")
             if reason:
                 self.finish_reason = reason
         return events
+
+    def _texts(
+        self, reasoning: str | None, content: str | None, refusal: str | None, events: list[Event]
+    ) -> None:
+        if reasoning:
+            self._text_delta("reasoning", reasoning, events)
+        if content:
+            self._text_delta("message", content, events)
+        if refusal:
+            self._text_delta("message", refusal, events)
 
     def _mark_token(self) -> None:
         self.deltas += 1
