@@ -28,12 +28,14 @@ async def http_application(scope: dict[str, Any], receive: Receive, send: Send) 
     """Every path the API's route table serves goes to the API; the rest
     (console, admin, health, metrics, the API's docs) to Django."""
     if _API_PATHS.match(scope["path"].lstrip("/")):
+        # Guards itself (consumers.ApiConsumer), without a wrapper per send.
         await api_application(scope, receive, send)
     else:
-        await django_application(scope, receive, send)
+        await guarded_django(scope, receive, send)
 
 
-application = ProtocolTypeRouter({"http": guarded(http_application)})
+guarded_django = guarded(django_application)
+application = ProtocolTypeRouter({"http": http_application})
 
 # Everything loaded so far lives as long as the process: move it out of the
 # cyclic collector's sight, so that collections triggered by requests' short-

@@ -5,10 +5,11 @@ response has started it cannot, and the error it raises instead stops
 daphne's ``application_checker``, which never runs again: from then on no
 finished request is reaped and no timed-out connection closed, and a
 process that serves thousands of connections grows until it is restarted.
-So no exception may reach the server. Request handlers end their own
-failures (``responses_api.consumers``); this wrapper catches what a bug
-lets through anywhere (Django's own handler included): an error envelope
-if nothing was sent yet, else the end of the body, and one log line.
+So no exception may reach the server. The API's consumer ends its own
+failures (``responses_api.consumers``); this wrapper, around Django's
+application (``config.asgi``), catches what a bug lets through there: an
+error envelope if nothing was sent yet, else the end of the body, and one
+log line.
 """
 
 from __future__ import annotations

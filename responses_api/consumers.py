@@ -46,21 +46,31 @@ class BodyAbandoned(Exception):
 
 
 class ApiConsumer:
-    """ASGI app for every path the route table serves (``routes.asgi_pattern``)."""
+    """ASGI app for every path the route table serves (``routes.asgi_pattern``).
+
+    No exception leaves it (``config.guard`` says why that matters): a
+    request's own failures end it with its row (:func:`_salvage`). It is
+    not wrapped in ``config.guard``, whose ``send`` wrapper would cost a
+    coroutine per relayed chunk."""
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         headers = {name.lower(): value for name, value in scope.get("headers", ())}
         method = scope.get("method", "GET")
-        match = routes.resolve(scope["path"], method)
-        client = scope.get("client")
-        exchange = Exchange(
-            request_id=new_request_id(),
-            endpoint=match.endpoint,
-            method=method,
-            client_ip=client[0] if client else None,
-            user_agent=headers.get(b"user-agent", b"").decode("latin-1")[:300],
-        )
-        exchange.client_headers(headers)
+        try:
+            match = routes.resolve(scope["path"], method)
+            client = scope.get("client")
+            exchange = Exchange(
+                request_id=new_request_id(),
+                endpoint=match.endpoint,
+                method=method,
+                client_ip=client[0] if client else None,
+                user_agent=headers.get(b"user-agent", b"").decode("latin-1")[:300],
+            )
+            exchange.client_headers(headers)
+        except Exception as exc:  # a bug before there is an exchange to end
+            log.error("request to %s failed", str(scope.get("path"))[:200], exc_info=exc)
+            await _unexchanged(send)
+            return
         call = Call(
             exchange,
             Responder(send, exchange),
@@ -122,6 +132,21 @@ def _server_error() -> ApiError:
     return ApiError(
         500, "The server had an error while processing the request.", code="server_error"
     )
+
+
+async def _unexchanged(send: Send) -> None:
+    error = _server_error()
+    body = error.to_bytes()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", b"%d" % len(body)),
+        (b"x-request-id", new_request_id().encode()),
+    ]
+    try:
+        await send({"type": "http.response.start", "status": 500, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+    except Exception:
+        log.debug("the error could not be sent", exc_info=True)
 
 
 async def _salvage(call: Call, exc: Exception) -> None:

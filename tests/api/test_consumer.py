@@ -315,3 +315,23 @@ def test_a_bug_in_the_ending_still_ends_the_request_with_its_row(tenant, rows, m
         assert client.error()["code"] == "server_error"
     assert [r["status"] for r in rows] == [500]
     assert rows[0]["error_message"].startswith("TypeError: sequence item 1")
+
+
+def test_a_bug_before_the_exchange_exists_is_a_500_envelope(monkeypatch):
+    from responses_api import consumers
+
+    def broken(path, method):
+        raise RuntimeError("the route table is broken")
+
+    monkeypatch.setattr(consumers.routes, "resolve", broken)
+
+    async def main() -> Client:
+        client = Client(scope("sy_sk_whatever"))
+        await client.read_all()
+        await client.app.wait(5)  # returns, without an exception
+        return client
+
+    client = run(main())
+    assert client.status() == 500
+    assert client.error()["code"] == "server_error"
+    assert client.header(b"x-request-id")
