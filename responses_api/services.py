@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -22,7 +21,7 @@ from accounts.access import is_platform_staff
 from accounts.audit import CLI, Actor, audit_record
 from accounts.models import AuditEntry, Organisation
 from responses_api import catalog
-from responses_api.backends.addresses import backend_policy, save_refusal
+from responses_api.backends.addresses import base_url_error
 from responses_api.models import (
     DEFAULT_REASONING_LEVELS,
     REASONING_LEVELS,
@@ -117,7 +116,7 @@ def _backend_clean(
     if not isinstance(allow_private, bool):
         errors["allow_private"] = ["True or false."]
         allow_private = False
-    url_error = _base_url_error(url, allow_private=allow_private if check_address else None)
+    url_error = base_url_error(url, allow_private=allow_private if check_address else None)
     if url_error:
         errors["base_url"] = [url_error]
     if values["dialect"] not in Backend.Dialect.values:
@@ -132,53 +131,6 @@ def _backend_clean(
         errors["extra_body"] = ["A JSON object."]
     _raise(errors)
     return {**values, "name": name, "base_url": url}
-
-
-def _base_url_error(url: str, *, allow_private: bool | None) -> str | None:
-    """Why ``url`` cannot be a backend's base URL, or None. With
-    ``allow_private`` None the address is not looked up; else it is judged
-    by the address policy of a backend with that flag (``backends.addresses``).
-    """
-    # Not Django's URLValidator: it refuses single-label hosts such as
-    # ``http://vllm:8000/v1``, the usual name of a backend inside a cluster.
-    if not url.startswith(("http://", "https://")):
-        return "Use an http:// or https:// URL."
-    if len(url) > 500:
-        return "At most 500 characters."
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return "Enter a valid URL."
-    if not parts.hostname or any(c.isspace() for c in url):
-        return "Enter a valid URL."
-    # A query or fragment would follow every path the gateway appends
-    # (``/chat/completions?…``) and let the URL reach any path of the host.
-    if "?" in url or "#" in url:
-        return "A base URL has no query (?…) or fragment (#…)."
-    if "@" in parts.netloc:
-        return "A base URL has no user name or password; give the upstream API key instead."
-    if _numeric_host(parts.hostname):
-        return "Write an IPv4 address as four decimal numbers (a.b.c.d)."
-    if allow_private is None:
-        return None
-    default_port = 443 if parts.scheme == "https" else 80
-    refusal = save_refusal(
-        parts.hostname, port or default_port, backend_policy(allow_private=allow_private)
-    )
-    if refusal:
-        return f"{refusal} Only platform staff may allow a backend on such an address."
-    return None
-
-
-def _numeric_host(host: str) -> bool:
-    """A host in one of the old numeric IPv4 forms (``2130706433``,
-    ``127.1``, ``0x7f.0.0.1``) that resolvers accept but aiohttp refuses."""
-    if ":" in host or not all(c in "0123456789abcdefx." for c in host):
-        return False
-    parts = host.split(".")
-    canonical = len(parts) == 4 and all(p.isdigit() and str(int(p)) == p for p in parts)
-    return not canonical and any(c.isdigit() for c in parts[-1][:1])
 
 
 def _upstream_key_apply(backend: Backend, upstream_key: str | None) -> str | None:

@@ -22,7 +22,7 @@ tiers of addresses are refused:
 An IPv6 address that carries an IPv4 one (``::ffff:a.b.c.d``, 6to4,
 NAT64's 64:ff9b::/96) is judged by the IPv4 address.
 
-The same rules apply when a backend is saved (``services._base_url_error``,
+The same rules apply when a backend is saved (``base_url_error``, which the backend services call,
 resolving the name once) and at every new connection
 (:class:`PolicyResolver`), so a name that later resolves elsewhere (DNS
 rebinding) is refused too.
@@ -34,6 +34,7 @@ import ipaddress
 import socket
 from dataclasses import dataclass
 from functools import cache
+from urllib.parse import urlsplit
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
@@ -210,3 +211,50 @@ def literal_refusal(host: str | None, policy: AddressPolicy) -> str | None:
         return None
     kind = policy.refusal(host)
     return refused_message(host, kind, resolved=False) if kind else None
+
+
+def base_url_error(url: str, *, allow_private: bool | None) -> str | None:
+    """Why ``url`` cannot be a backend's base URL, or None. With
+    ``allow_private`` None the address is not looked up; else it is judged
+    by the address policy of a backend with that flag.
+    """
+    # Not Django's URLValidator: it refuses single-label hosts such as
+    # ``http://vllm:8000/v1``, the usual name of a backend inside a cluster.
+    if not url.startswith(("http://", "https://")):
+        return "Use an http:// or https:// URL."
+    if len(url) > 500:
+        return "At most 500 characters."
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "Enter a valid URL."
+    if not parts.hostname or any(c.isspace() for c in url):
+        return "Enter a valid URL."
+    # A query or fragment would follow every path the gateway appends
+    # (``/chat/completions?…``) and let the URL reach any path of the host.
+    if "?" in url or "#" in url:
+        return "A base URL has no query (?…) or fragment (#…)."
+    if "@" in parts.netloc:
+        return "A base URL has no user name or password; give the upstream API key instead."
+    if _numeric_host(parts.hostname):
+        return "Write an IPv4 address as four decimal numbers (a.b.c.d)."
+    if allow_private is None:
+        return None
+    default_port = 443 if parts.scheme == "https" else 80
+    refusal = save_refusal(
+        parts.hostname, port or default_port, backend_policy(allow_private=allow_private)
+    )
+    if refusal:
+        return f"{refusal} Only platform staff may allow a backend on such an address."
+    return None
+
+
+def _numeric_host(host: str) -> bool:
+    """A host in one of the old numeric IPv4 forms (``2130706433``,
+    ``127.1``, ``0x7f.0.0.1``) that resolvers accept but aiohttp refuses."""
+    if ":" in host or not all(c in "0123456789abcdefx." for c in host):
+        return False
+    parts = host.split(".")
+    canonical = len(parts) == 4 and all(p.isdigit() and str(int(p)) == p for p in parts)
+    return not canonical and any(c.isdigit() for c in parts[-1][:1])

@@ -51,7 +51,7 @@ print(json.dumps({
     "active": {
         "backpressure": issubclass(request, stock_request)
         and hasattr(request, "pauseProducing")
-        and server.Server.handle_reply.__module__ == "config.patches",
+        and server.Server.handle_reply.__module__ == "config.patches_bounds",
         "daphne_factory": request is not http_protocol.WebRequest
         and issubclass(request, http_protocol.WebRequest)
         and type(factory).log is not http_protocol.HTTPFactory.log,
@@ -117,7 +117,9 @@ def test_a_missing_internal_keeps_the_stock_behaviour_with_one_warning():
 
 
 def test_another_version_keeps_the_stock_behaviour_with_one_warning():
-    result = _probe("all", "patches.version = lambda dist: '99.0'")
+    result = _probe(
+        "all", "from config import patch_support; patch_support.version = lambda d: '99.0'"
+    )
     assert result["applied"] == []
     assert not any(result["active"].values())
     [warning] = result["warnings"]

@@ -15,7 +15,7 @@ import httpx
 import orjson
 import pytest
 
-from responses_api import usage
+from responses_api import usage, usage_insert
 from tests.conftest import server_env, start_daphne, usage_rows
 
 needs_redis = pytest.mark.skipif(
@@ -58,7 +58,7 @@ def test_write_rows_is_idempotent_and_returns_poison_rows(people):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_row_reads_back_as_the_orm_would_have_stored_it(people):
-    """The writer's own conversions (``usage._converter``) store each
+    """The writer's own conversions (``usage_insert._converter``) store each
     column's value exactly as ``UsageLog.objects.create`` does."""
     from responses_api.models import UsageLog
 
@@ -86,7 +86,7 @@ def test_a_row_reads_back_as_the_orm_would_have_stored_it(people):
     by_orm = a_row(org, **fields)
     UsageLog.objects.create(
         **{
-            **usage._prepared(by_orm),
+            **usage_insert.prepared_row(by_orm),
             "organisation_id": org,
             "cost": Decimal(by_orm["cost"]),
         }

@@ -13,7 +13,7 @@ import openai
 import pytest
 from django.db import connection
 
-from responses_api import histogram, rollups, usage
+from responses_api import histogram, rollups, usage, usage_insert
 from responses_api.models import UsageDaily, UsageHourly, UsageLog
 from tests.conftest import wait_rows
 from tests.usage.test_durability import a_row, xadd
@@ -202,7 +202,7 @@ def test_a_writer_crashing_mid_batch_leaves_the_batch_for_another(
 
 @pytest.mark.parametrize("count", [0, 1, 2, 7, 500, 857, 1000, 4097])
 def test_a_batch_is_inserted_by_statements_of_a_few_sizes(count):
-    from responses_api.usage import _chunks
+    from responses_api.usage_insert import _chunks
 
     chunks = _chunks(count, 857)
     assert sum(size for _, size in chunks) == count
@@ -227,9 +227,9 @@ def test_postgresql_takes_a_batch_as_column_arrays_of_128_rows(people):
     ]
     assert len(inserts) == 3 and all("FROM unnest(" in sql for sql in inserts)
     assert UsageLog.objects.count() == 300
-    statement = usage._insert.sql(connection, 1)
-    assert statement == usage._insert.sql(connection, 300)
-    assert statement.count("%s") == len(usage._insert.fields)
+    statement = usage_insert._insert.sql(connection, 1)
+    assert statement == usage_insert._insert.sql(connection, 300)
+    assert statement.count("%s") == len(usage_insert._insert.fields)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -273,9 +273,9 @@ def test_a_row_the_writer_inserts_reads_back_as_the_orm_stores_it(people):
     row = a_row(people["acme"].id, **fields)
     written = [row, {**row, "request_id": str(uuid.uuid4())}]
     assert usage.write_rows(written[:1]) == []
-    by_orm = usage._prepared(written[1])
+    by_orm = usage_insert.prepared_row(written[1])
     UsageLog.objects.create(**by_orm)
-    columns = [f.attname for f in usage._insert.fields if f.attname not in ("request_id",)]
+    columns = [f.attname for f in usage_insert._insert.fields if f.attname not in ("request_id",)]
     first, second = (
         UsageLog.objects.filter(request_id=row["request_id"]).values(*columns).get()
         for row in written

@@ -14,7 +14,7 @@ import orjson
 import pytest
 from django.db import OperationalError, models
 
-from responses_api import usage
+from responses_api import usage, usage_insert
 from responses_api.models import UsageDeadLetter, UsageLog
 from tests.conftest import usage_rows
 from tests.usage.test_durability import a_row, xadd
@@ -41,7 +41,7 @@ def test_every_text_column_is_covered():
     """The rules come from the model: a new text column is covered too."""
     names = {f.attname for f in TEXT_FIELDS}
     assert {"model", "session_id", "user_agent", "endpoint", "error_message"} <= names
-    assert set(usage.RowSanitiser(UsageLog).fixes) >= names
+    assert set(usage_insert.RowSanitiser(UsageLog).fixes) >= names
 
 
 def test_a_nul_in_any_text_column_is_replaced_and_the_row_written(people):
@@ -135,8 +135,8 @@ def test_without_sanitising_the_database_refusal_is_classified(people, monkeypat
     """SQLite's own errors (its statement bypasses Django's cursor) are
     Django's row errors: the batch goes row by row, the refused row becomes
     a dead letter, the others are written, and the writer goes on."""
-    monkeypatch.setattr(usage, "_prepare", usage._Prepare())
-    monkeypatch.setitem(usage._prepare.sanitise.fixes, "input_tokens", lambda value: value)
+    monkeypatch.setattr(usage_insert, "_prepare", usage_insert._Prepare())
+    monkeypatch.setitem(usage_insert._prepare.sanitise.fixes, "input_tokens", lambda value: value)
     good, bad = a_row(people["acme"].id), a_row(people["acme"].id, input_tokens=-5)
     assert usage.write_rows([good, bad]) == [bad]
     assert [str(r.request_id) for r in usage_rows()] == [good["request_id"]]
@@ -189,4 +189,4 @@ def test_hostile_values_through_the_redis_stream_are_written(people, redis_strea
 
 def test_request_ids_become_uuids_once():
     row = a_row(1)
-    assert usage._prepared(row)["request_id"] == uuid.UUID(row["request_id"])
+    assert usage_insert.prepared_row(row)["request_id"] == uuid.UUID(row["request_id"])
