@@ -1,5 +1,5 @@
 """Who may see and change what: the only way a view gets a tenant object of
-accounts (``responses_api.access`` does the same for backends, models and
+accounts (``responses_api.access.objects`` does the same for backends, models and
 usage, with the helpers defined here).
 
 Every ``get_<thing>_for_member`` filters by the member's organisation first,

@@ -21,7 +21,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from responses_api.errors import ApiError
+from responses_api.protocol.errors import ApiError
 
 UNAUTHORIZED = (
     "Incorrect admin API key provided. The management API takes only admin keys "

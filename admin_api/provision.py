@@ -17,7 +17,7 @@ Upstream API keys are never written in the file: ``api_key_env: NAME``
 names the environment variable holding one.
 
 A backend may say ``allow_private: true`` (a private or link-local address,
-``responses_api.backends.addresses``), which the management API refuses:
+``responses_api.catalogue.addresses``), which the management API refuses:
 whoever runs ``apply`` on the server is platform staff.
 """
 
@@ -43,9 +43,14 @@ from admin_api.errors import first_error, from_service
 from admin_api.serializers.accounts import ApiKeySerializer, OrganisationSerializer
 from admin_api.serializers.catalogue import BackendSerializer, ModelSerializer
 from admin_api.writes import backend_service_data, model_write
+from responses_api.catalogue.services import (
+    backend_create,
+    backend_delete,
+    backend_update,
+    model_delete,
+)
 from responses_api.models import REASONING_LEVELS, Backend, ServedModel
-from responses_api.secrets import decrypt
-from responses_api.services import backend_create, backend_delete, backend_update, model_delete
+from responses_api.runtime.secrets import decrypt
 
 ORG_FIELDS = ("slug", "name", "settings", "backends", "models", "keys")
 

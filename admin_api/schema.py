@@ -12,7 +12,7 @@ from drf_spectacular.extensions import (
     OpenApiSerializerFieldExtension,
 )
 
-import responses_api.errors
+import responses_api.protocol.errors
 
 
 def openapi_30(schema: Any) -> Any:
@@ -38,7 +38,7 @@ def openapi_30(schema: Any) -> Any:
     return converted
 
 
-ERROR_SCHEMA = openapi_30(responses_api.errors.ERROR_SCHEMA)
+ERROR_SCHEMA = openapi_30(responses_api.protocol.errors.ERROR_SCHEMA)
 ERRORS = {
     "400": "Invalid request: `param` names the field.",
     "401": "No admin key, or not a valid one.",

@@ -10,14 +10,14 @@ from django.db import transaction
 
 from accounts.audit import Actor
 from accounts.models import Organisation
-from responses_api.models import Deployment, ServedModel
-from responses_api.services import (
+from responses_api.catalogue.services import (
     MODEL_FIELDS,
     deployment_remove,
     deployment_set,
     model_create,
     model_update,
 )
+from responses_api.models import Deployment, ServedModel
 
 BACKEND_RENAME = {"upstream_key": "upstream_api_key"}
 

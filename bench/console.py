@@ -87,8 +87,8 @@ def _ensure_database(database_url: str) -> None:
 def provision() -> dict:
     from accounts.models import ApiKey
     from accounts.services import api_key_create, member_ensure, organisation_ensure
+    from responses_api.catalogue.services import backend_ensure, model_ensure
     from responses_api.models import Backend
-    from responses_api.services import backend_ensure, model_ensure
 
     orgs = {}
     for slug in ("bench", "bench-other"):
@@ -243,7 +243,7 @@ def seed(n: int, orgs: dict) -> dict[str, float]:
     from django.db import connection, transaction
 
     from responses_api.models import UsageDaily, UsageHourly, UsageLog, usage_columns
-    from responses_api.rollups import cells_of, rollups_add_cells
+    from responses_api.usage.rollups import cells_of, rollups_add_cells
 
     table = UsageLog._meta.db_table
     timings: dict[str, float] = {}

@@ -11,7 +11,7 @@ the gateway adds over the floor is its own work; what the floor adds over a
 direct connection is the price of a Python server and client on this machine,
 which no gateway built on them goes below. ``GET /metrics`` answers with
 the process's Prometheus metrics, so the floor's event-loop lag
-(``responses_api/loop_monitor.py``, installed by ``config.serve``) is read
+(``responses_api/runtime/loop_monitor.py``, installed by ``config.serve``) is read
 the same way as a web process's.
 
     python -m config.serve -b 127.0.0.1 -p 8300 bench.floor:app

@@ -888,7 +888,7 @@ async def main_async(args) -> dict:
             )
 
         # Once the last exchanges have ended (their usage rows, the memory
-        # given back after a burst: responses_api/memory.py).
+        # given back after a burst: responses_api/runtime/memory.py).
         await asyncio.sleep(2.0)
         gateway_memory = _memory(daphne.pids)
         # The RSS target is per web process.

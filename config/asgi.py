@@ -14,8 +14,8 @@ from typing import Any  # noqa: E402
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from config.guard import guarded  # noqa: E402
-from responses_api import draining, routes  # noqa: E402
-from responses_api.consumers import ApiConsumer, Receive, Send  # noqa: E402
+from responses_api.gateway import draining, routes  # noqa: E402
+from responses_api.gateway.consumers import ApiConsumer, Receive, Send  # noqa: E402
 
 # Under daphne, SIGTERM drains the open exchanges before the process stops.
 draining.install()

@@ -33,7 +33,7 @@ measured by the benchmark (bench/README.md):
   without it. 5 MB less per process (bench/README.md, 35.).
 
 The event loop's lag and the cyclic collector's pauses are measured
-(``responses_api/loop_monitor.py``) and exported in ``/metrics``.
+(``responses_api/runtime/loop_monitor.py``) and exported in ``/metrics``.
 
 The first two use public interfaces: the event-loop policy, and daphne's
 ``CommandLineInterface.server_class`` with ``Server``'s ``action_logger``.
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
             def ready() -> None:
                 # Daphne has made the reactor's loop the current one and is
                 # about to run it: measure its lag from now on.
-                from responses_api import loop_monitor
+                from responses_api.runtime import loop_monitor
 
                 loop_monitor.install(asyncio.get_event_loop())
                 if ready_callable is not None:

@@ -353,7 +353,7 @@ SWITCHYARD_READ_TIMEOUT = env.float("SWITCHYARD_READ_TIMEOUT", default=600.0)
 # a 504 (a model's own first_token_timeout takes precedence).
 SWITCHYARD_FIRST_TOKEN_TIMEOUT = env.float("SWITCHYARD_FIRST_TOKEN_TIMEOUT", default=120.0)
 # Backends on loopback, private, CGNAT and other non-public addresses
-# (responses_api/backends/addresses.py). On in the embedded default, where
+# (responses_api/catalogue/addresses.py). On in the embedded default, where
 # the simulator and local model servers listen on 127.0.0.1; off in
 # production, where an organisation admin must not reach the platform's own
 # network through a backend URL. Link-local and cloud metadata addresses

@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from accounts.audit import Actor, audit_record
 from console.models import BackendHealthCheck
-from responses_api import catalog
 from responses_api.backends.health import Probe, backend_check
+from responses_api.catalogue import catalog
 from responses_api.models import Backend
 
 HISTORY_DAYS = 7

@@ -1,6 +1,6 @@
 """This month's spend against the monthly limits, as the console shows it
 (the keys page, the dashboard): from the usage rows, through
-:mod:`responses_api.monthly`."""
+:mod:`responses_api.usage.monthly`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from accounts.models import ApiKey, Organisation
-from responses_api.monthly import month_spent, month_spent_by_key
+from responses_api.usage.monthly import month_spent, month_spent_by_key
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Dashboard numbers, read from the usage roll-ups (``responses_api/rollups.py``).
+"""Dashboard numbers, read from the usage roll-ups (``responses_api/usage/rollups.py``).
 
 The roll-ups are kept per hour and per UTC day as rows are written, so a
 view costs the same however large the log is: the 24-hour and 7-day charts
@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from accounts.models import ApiKey
 from responses_api.models import NO_ID
-from responses_api.usage_summary import Sums, rollup_sums, span_sums
+from responses_api.usage.summary import Sums, rollup_sums, span_sums
 
 
 @dataclass(frozen=True, slots=True)

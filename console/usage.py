@@ -1,5 +1,5 @@
 """The usage log as the console reads it: filters, keyset pages, and the
-streamed CSV export (``responses_api.usage_rows``, shared with the
+streamed CSV export (``responses_api.usage.export``, shared with the
 management API)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from console.forms import RANGES
-from responses_api.usage_rows import CSV_HEADER, pieces_async, usage_csv_lines
+from responses_api.usage.export import CSV_HEADER, pieces_async, usage_csv_lines
 
 __all__ = ["CSV_HEADER", "pieces_async", "usage_csv_lines", "usage_filter", "usage_page"]
 

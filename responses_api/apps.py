@@ -22,15 +22,15 @@ class ResponsesApiConfig(AppConfig):
 
 
 def _forget_key(*, key_hash: str, **_: Any) -> None:
-    from responses_api.auth import forget_key
+    from responses_api.access.auth import forget_key
 
     forget_key(key_hash)
 
 
 def _forget_organisation(*, organisation_id: int, **_: Any) -> None:
     from accounts.models import ApiKey
-    from responses_api import catalog
-    from responses_api.auth import forget_key
+    from responses_api.access.auth import forget_key
+    from responses_api.catalogue import catalog
 
     keys = ApiKey.objects.filter(organisation_id=organisation_id)
     for key_hash in keys.values_list("key_hash", flat=True):
@@ -43,6 +43,6 @@ def _forget_stored(*, organisation_id: int, **_: Any) -> None:
     # the change is committed (in batches, outside the settings' transaction).
     from django.db import transaction
 
-    from responses_api.store import responses_forget_if_none
+    from responses_api.store.responses import responses_forget_if_none
 
     transaction.on_commit(lambda: responses_forget_if_none(organisation_id=organisation_id))

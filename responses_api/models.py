@@ -6,7 +6,7 @@ from django.db import models
 from django.utils import timezone
 
 from accounts.models import ApiKey, Organisation
-from responses_api import histogram
+from responses_api.runtime import histogram
 
 
 class Backend(models.Model):
@@ -262,7 +262,7 @@ NO_ID = uuid.UUID(int=0)
 class UsageRollup(models.Model):
     """Sums of usage rows per organisation × bucket × model × key × backend ×
     status class, kept by the usage writer in the transaction that inserts
-    the rows (``responses_api/rollups.py``). Key and backend are plain ids,
+    the rows (``responses_api/usage/rollups.py``). Key and backend are plain ids,
     not foreign keys: a deleted key's history stays where it was counted."""
 
     # The cell constraint, led by the organisation, is its index.
@@ -349,7 +349,7 @@ class ModelCheck(models.Model):
 class StoredResponse(models.Model):
     """A response kept under its organisation's ``store`` retention policy.
 
-    ``data`` is the one encrypted token (``responses_api.secrets``) holding
+    ``data`` is the one encrypted token (``responses_api.runtime.secrets``) holding
     everything content-bearing: the response as the client got it, its
     input items and its instructions. The other columns say only how the
     row relates to others and when it goes: a chain is loaded in one query

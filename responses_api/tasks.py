@@ -13,7 +13,7 @@ def drain_usage() -> int:
     """Safety net: writes usage rows no web process is draining."""
     if not settings.REDIS_URL:
         return 0
-    from responses_api.usage import drain_redis, redis_client
+    from responses_api.usage.writer import drain_redis, redis_client
 
     return drain_redis(redis_client(), consumer="celery")
 
@@ -21,7 +21,7 @@ def drain_usage() -> int:
 @shared_task
 def purge_stored_responses() -> int:
     """Deletes expired stored responses, in batches (reads ignore them already)."""
-    from responses_api.store import responses_purge
+    from responses_api.store.responses import responses_purge
 
     return responses_purge()
 
@@ -29,7 +29,7 @@ def purge_stored_responses() -> int:
 @shared_task
 def purge_usage() -> dict[str, int]:
     """Usage rows past each organisation's retention, roll-ups past 400 days."""
-    from responses_api.retention import usage_purge
+    from responses_api.usage.retention import usage_purge
 
     purged = usage_purge()
     return {"rows": purged.rows, "cells": purged.cells}

@@ -13,7 +13,7 @@ def healthz(request: HttpRequest) -> HttpResponse:
 
 
 def readyz(request: HttpRequest) -> HttpResponse:
-    from responses_api.draining import drain
+    from responses_api.gateway.draining import drain
 
     if drain.draining:
         # SIGTERM received: take no new work while the open streams finish.
@@ -41,7 +41,8 @@ def readyz(request: HttpRequest) -> HttpResponse:
 
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus exposition, only for ``Authorization: Bearer $METRICS_TOKEN``."""
-    from responses_api.metrics import exposition
+    from responses_api.backends.health import BackendHealthCollector
+    from responses_api.runtime.metrics import exposition
 
     token = settings.METRICS_TOKEN
     if not token:
@@ -52,13 +53,13 @@ def metrics(request: HttpRequest) -> HttpResponse:
         response = HttpResponse("Unauthorized\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    body, content_type = exposition()
+    body, content_type = exposition(BackendHealthCollector())
     return HttpResponse(body, content_type=content_type)
 
 
 def openapi_json(request: HttpRequest) -> HttpResponse:
     """The OpenAPI 3.1 schema of the public API (public, like the API's shape)."""
-    from responses_api.openapi import openapi_schema
+    from responses_api.gateway.openapi import openapi_schema
 
     response = JsonResponse(openapi_schema(), json_dumps_params={"indent": 1})
     response["Access-Control-Allow-Origin"] = "*"

@@ -13,7 +13,12 @@ importing ``a.b.c`` also imports the packages ``a`` and ``a.b`` (their
   ``accounts`` <- ``responses_api`` <- ``console`` | ``admin_api`` <- ``config``:
   an app may import only the apps of the levels before it (``console`` and
   ``admin_api`` sit side by side and import neither each other), and none
-  imports ``config``.
+  imports ``config``;
+- upward imports between the layers inside ``responses_api`` (``PARTS``, the
+  README's "Architecture"), by the same rule. The app's own top-level modules
+  other than ``models`` (``apps``, ``tasks``, ``views``, ``admin``, the
+  management commands) wire the parts together and sit above them all; a
+  sub-package that is not placed in ``PARTS`` is reported.
 
 Usage: ``python scripts/check_imports.py [ROOT]`` (ROOT: the repository,
 by default the one holding this script).
@@ -33,6 +38,20 @@ LEVELS = (("accounts",), ("responses_api",), ("console", "admin_api"), ("config"
 LAYERS = tuple(app for level in LEVELS for app in level)
 ORDER = " <- ".join(" | ".join(level) for level in LEVELS)
 SKIPPED_DIRS = {"migrations", "tests", "__pycache__"}
+
+# The layers inside ``responses_api``, lower first, by the same rule as LEVELS.
+PARTS = (
+    ("runtime",),
+    ("protocol",),
+    ("models",),
+    ("translate",),
+    ("access", "catalogue"),
+    ("usage", "store", "backends"),
+    ("gateway",),
+    ("checks", "simulator"),
+)
+PARTS_ORDER = " <- ".join(" | ".join(level) for level in PARTS)
+INNER_APP = "responses_api"
 
 
 @dataclass(frozen=True)
@@ -189,17 +208,53 @@ def _upward(importer: str, imported: str) -> bool:
     return theirs > mine or sibling
 
 
+def part_of(module: str) -> tuple[int, str] | None:
+    """The level and name of the part of ``responses_api`` a module is in: the
+    top-level modules but ``models`` are the wiring, above every part; None
+    for the package itself, and for a sub-package not placed in PARTS."""
+    names = module.split(".")
+    if len(names) == 1:
+        return None
+    if names[1] == "management" or (len(names) == 2 and names[1] != "models"):
+        return len(PARTS), INNER_APP
+    return next(
+        ((i, names[1]) for i, level in enumerate(PARTS) if names[1] in level),
+        None,
+    )
+
+
+def _upward_inside(importer: str, imported: str) -> bool:
+    mine, theirs = part_of(importer), part_of(imported)
+    if mine is None or theirs is None:
+        return False
+    return theirs[0] > mine[0] or (theirs[0] == mine[0] and theirs[1] != mine[1])
+
+
+def unplaced(modules: dict[str, Path]) -> list[str]:
+    """Sub-packages of ``responses_api`` that PARTS does not place."""
+    return sorted(
+        {
+            ".".join(name.split(".")[:2])
+            for name in modules
+            if name.startswith(INNER_APP + ".") and part_of(name) is None
+        }
+    )
+
+
 def check(root: Path) -> list[str]:
     """Every problem found under ``root``, as lines to print."""
     modules = product_modules(root)
     imports = [
         found for name, path in modules.items() for found in imports_of(name, path, root, modules)
     ]
+    problems: list[str] = [
+        f"Unplaced part: {name} (add it to PARTS in scripts/check_imports.py)"
+        for name in unplaced(modules)
+    ]
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for found in imports:
         graph[found.importer].add(found.imported)
 
-    problems: list[str] = []
     cycles = [c for c in strongly_connected(graph) if len(c) > 1]
     if cycles:
         problems.append(f"Import cycles ({len(cycles)}):")
@@ -232,6 +287,25 @@ def check(root: Path) -> list[str]:
         f"  {path}:{line}: {importer} imports {imported}"
         for path, line, importer, imported in upward
     ]
+    inside = sorted(
+        {
+            (f.path, f.line, f.importer, f.imported)
+            for f in imports
+            if f.named
+            and f.importer.startswith(INNER_APP + ".")
+            and f.imported.startswith(INNER_APP + ".")
+            and _upward_inside(f.importer, f.imported)
+        }
+    )
+    if inside:
+        problems.append(
+            f"Upward imports inside {INNER_APP} ({len(inside)}; the order is "
+            f"{PARTS_ORDER}, and a part imports only those of the levels before it):"
+        )
+    problems += [
+        f"  {path}:{line}: {importer} imports {imported}"
+        for path, line, importer, imported in inside
+    ]
     return problems
 
 
@@ -241,7 +315,10 @@ def main(argv: list[str]) -> int:
     if problems:
         print("\n".join(problems))
         return 1
-    print(f"Imports OK: no cycles, no upward imports between {', '.join(LAYERS)}.")
+    print(
+        f"Imports OK: no cycles, no upward imports between {', '.join(LAYERS)}, "
+        f"nor between the parts of {INNER_APP} ({PARTS_ORDER})."
+    )
     return 0
 
 

@@ -210,7 +210,7 @@ class Tenant:
 def provision(people):
     """Give an organisation a backend, a model and an API key."""
     from accounts.services import api_key_create
-    from responses_api.services import backend_ensure, model_ensure
+    from responses_api.catalogue.services import backend_ensure, model_ensure
 
     def make(
         org_slug: str,
@@ -288,7 +288,7 @@ def _no_dns_queries(monkeypatch):
     """Saving a backend looks its host name up (responses_api.backends.
     addresses); no test may send a query to a DNS server, which is not on
     loopback."""
-    from responses_api.backends import addresses
+    from responses_api.catalogue import addresses
 
     monkeypatch.setattr(addresses, "resolve", resolve_locally)
 
@@ -296,13 +296,14 @@ def _no_dns_queries(monkeypatch):
 @pytest.fixture(autouse=True)
 def _store_loop_closed():
     """The connections stored responses are written on (the event loop's
-    own, ``responses_api.store_loop``, and the worker thread's) are closed
+    own, ``responses_api.store.loop``, and the worker thread's) are closed
     after each test: its loop is gone, and the test database is dropped
     only once nothing holds it."""
     yield
     from django.db import connections
 
-    from responses_api import continuation, store_loop
+    from responses_api.store import continuation
+    from responses_api.store import loop as store_loop
 
     store_loop.close()
     if continuation._writer.cache_info().currsize:

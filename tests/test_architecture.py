@@ -1,7 +1,8 @@
 """The import rules of scripts/check_imports.py: no cycles among product
-modules, and apps import only the apps below them
+modules, apps import only the apps below them
 (accounts <- responses_api <- console | admin_api <- config; console and
-admin_api side by side, importing neither each other)."""
+admin_api side by side, importing neither each other), and the parts of
+responses_api import only the parts below them."""
 
 from __future__ import annotations
 
@@ -136,4 +137,42 @@ def test_the_management_api_imports_the_lower_apps_but_not_its_sibling(tmp_path)
     assert check_imports.check(tmp_path)[1:] == [
         "  admin_api/bad.py:1: admin_api.bad imports console.forms",
         "  console/bad.py:1: console.bad imports admin_api.views",
+    ]
+
+
+def test_a_lower_part_of_the_api_importing_a_higher_one_is_reported(tmp_path):
+    write_tree(
+        tmp_path,
+        {
+            "responses_api/models.py": "from responses_api.runtime import histogram\n",
+            "responses_api/runtime/__init__.py": "",
+            "responses_api/runtime/histogram.py": "",
+            "responses_api/translate/__init__.py": "",
+            "responses_api/translate/stream.py": "from responses_api.gateway import relay\n",
+            "responses_api/gateway/__init__.py": "",
+            "responses_api/gateway/relay.py": "from responses_api.translate import stream\n",
+            "responses_api/usage/__init__.py": "",
+            "responses_api/usage/writer.py": "def f():\n    from responses_api.store import loop\n",
+            "responses_api/store/__init__.py": "",
+            "responses_api/store/loop.py": "from responses_api import models\n",
+            "responses_api/tasks.py": "from responses_api.gateway import relay\n",
+        },
+    )
+    problems = check_imports.check(tmp_path)
+    assert [p for p in problems if p.startswith("  responses_api/")] == [
+        "  responses_api/translate/stream.py:1: "
+        "responses_api.translate.stream imports responses_api.gateway.relay",
+        "  responses_api/usage/writer.py:2: "
+        "responses_api.usage.writer imports responses_api.store.loop",
+    ]
+    assert any(p.startswith("Upward imports inside responses_api (2;") for p in problems)
+
+
+def test_a_part_of_the_api_not_placed_in_the_layers_is_reported(tmp_path):
+    write_tree(
+        tmp_path,
+        {"responses_api/misc/__init__.py": "", "responses_api/misc/helpers.py": ""},
+    )
+    assert check_imports.check(tmp_path) == [
+        "Unplaced part: responses_api.misc (add it to PARTS in scripts/check_imports.py)"
     ]

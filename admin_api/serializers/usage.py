@@ -1,5 +1,5 @@
 """A usage record as the management API lists it. The rows themselves are
-built by ``responses_api.usage_rows.usage_record`` (for JSON and JSON lines
+built by ``responses_api.usage.export.usage_record`` (for JSON and JSON lines
 alike); this serializer describes them in the schema, field by field from
 the record's columns and ``UsageLog``'s fields, so the schema lists what the
 records carry."""
@@ -13,7 +13,7 @@ from rest_framework import serializers
 
 from admin_api.serializers.base import ObjectTypeField
 from responses_api.models import UsageLog
-from responses_api.usage_rows import RECORD_COLUMNS, RECORD_NAMES
+from responses_api.usage.export import RECORD_COLUMNS, RECORD_NAMES
 
 _HELP = {
     "request_id": "The request id (X-Request-Id).",

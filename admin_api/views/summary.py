@@ -3,7 +3,7 @@
 ``start_time`` and ``end_time`` are unix seconds, ``bucket_width`` is
 ``1m``, ``1h`` or ``1d`` and ``group_by`` any of ``model``, ``key``,
 ``backend`` and ``status``. The buckets come from the usage roll-ups
-(``responses_api.usage_summary``), so a year of daily buckets costs what a
+(``responses_api.usage.summary``), so a year of daily buckets costs what a
 day does; one-minute buckets read the raw rows and are capped at a week.
 The answer is a page of buckets as OpenAI's is (``limit``, and ``page``, the
 cursor of the next one, given back as ``next_page``).
@@ -24,7 +24,7 @@ from rest_framework.response import Response
 
 from admin_api.views.base import AdminViewSet
 from responses_api.models import UsageLog
-from responses_api.usage_summary import GROUPS, MAX_BUCKETS, WIDTHS, summarize
+from responses_api.usage.summary import GROUPS, MAX_BUCKETS, WIDTHS, summarize
 
 # Buckets per page, as OpenAI's usage API: (default, most).
 LIMITS = {"1m": (60, 1440), "1h": (24, 168), "1d": (7, 31)}

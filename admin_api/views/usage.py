@@ -24,7 +24,7 @@ from admin_api.filters import UsageFilter
 from admin_api.serializers.usage import UsageRecordSerializer
 from admin_api.views.base import AdminViewSet
 from responses_api.models import UsageLog
-from responses_api.usage_rows import (
+from responses_api.usage.export import (
     RECORD_COLUMNS,
     pieces_async,
     usage_csv_lines,

@@ -52,6 +52,6 @@ def money(value) -> str:
         return "–"
     from decimal import Decimal
 
-    from responses_api.spend import money as as_money
+    from responses_api.usage.spend import money as as_money
 
     return as_money(Decimal(value))

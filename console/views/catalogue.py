@@ -15,15 +15,20 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.audit import Actor
 from console.forms import DeploymentForm, ServedModelForm, errors_onto
-from responses_api.access import (
+from responses_api.access.objects import (
     backends_for_member,
     get_backend_for_member,
     get_model_for_member,
     models_for_member,
 )
-from responses_api.model_check import run_check
+from responses_api.catalogue.services import (
+    deployment_remove,
+    deployment_set,
+    model_create,
+    model_update,
+)
+from responses_api.checks.model_check import run_check
 from responses_api.models import ModelCheck
-from responses_api.services import deployment_remove, deployment_set, model_create, model_update
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from accounts.access import get_api_key_for_member
-from responses_api import codex_kit
+from responses_api.catalogue import codex_kit
 
 # The setting's default: while it is unchanged, the page uses the host the
 # browser reached the console on.

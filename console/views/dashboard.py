@@ -11,7 +11,7 @@ from accounts.access import is_support
 from console import charts
 from console.spend import organisation_month
 from console.stats import WINDOWS, dashboard_build
-from responses_api.deadletters import deadletters_for
+from responses_api.usage.deadletters import deadletters_for
 
 
 def _label(start, bucket: timedelta) -> str:

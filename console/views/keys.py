@@ -15,8 +15,8 @@ from accounts.audit import Actor
 from accounts.services import api_key_create, api_key_revoke, api_key_update
 from console.forms import ApiKeyForm, errors_onto
 from console.spend import keys_month
-from responses_api.access import models_for_member
-from responses_api.monthly import month_start
+from responses_api.access.objects import models_for_member
+from responses_api.usage.monthly import month_start
 
 
 def key_list(request: HttpRequest, membership) -> HttpResponse:

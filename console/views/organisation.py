@@ -49,7 +49,7 @@ from console.forms import (
 )
 from console.spend import organisation_month
 from console.views.base import SESSION_ORG, page_of
-from responses_api.store import responses_delete_all, responses_summary
+from responses_api.store.responses import responses_delete_all, responses_summary
 
 
 def _invite_link(request: HttpRequest, token: str) -> str:

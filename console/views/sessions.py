@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from responses_api.access import SESSION_TURNS, session_turns_for_member
+from responses_api.access.objects import SESSION_TURNS, session_turns_for_member
 
 
 def session_page(request: HttpRequest, membership, session_id: str) -> HttpResponse:

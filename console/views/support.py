@@ -14,7 +14,7 @@ from accounts.models import Organisation
 from console.forms import STATUS_CHOICES, clean_request_id, set_choices
 from console.usage import usage_filter, usage_page
 from console.views.base import query_without_page
-from responses_api.access import usage_for_support
+from responses_api.access.objects import usage_for_support
 
 
 class SupportSearchForm(forms.Form):

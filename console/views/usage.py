@@ -13,7 +13,7 @@ from accounts.access import api_keys_for_member, membership_of
 from console.forms import UsageFilterForm
 from console.usage import pieces_async, usage_csv_lines, usage_filter, usage_page
 from console.views.base import ConsoleRequest, is_htmx, query_without_page
-from responses_api.access import (
+from responses_api.access.objects import (
     backends_for_member,
     get_usage_row_for_member,
     get_usage_row_for_support,
@@ -21,7 +21,7 @@ from responses_api.access import (
     usage_for_member,
 )
 from responses_api.models import UsageDaily
-from responses_api.trace import usage_row_dict
+from responses_api.usage.trace import usage_row_dict
 
 
 def _filter_form(request: HttpRequest, membership) -> UsageFilterForm:

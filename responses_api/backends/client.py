@@ -22,8 +22,8 @@ follow one organisation's request into another's), and bodies are relayed
 undecoded (``Accept-Encoding: identity``).
 
 Every connection obeys the backend's address policy
-(:mod:`responses_api.backends.addresses`): a name is resolved through
-:class:`~responses_api.backends.addresses.PolicyResolver`, an IP literal is
+(:mod:`responses_api.catalogue.addresses`): a name is resolved through
+:class:`~responses_api.catalogue.addresses.PolicyResolver`, an IP literal is
 judged before any request, and a refusal is :class:`BackendAddressRefused`
 with nothing sent. An error answer's body is read up to ``ERROR_BODY_LIMIT``
 bytes, then the connection is dropped.
@@ -42,7 +42,7 @@ from django.conf import settings
 from multidict import CIMultiDict
 from yarl import URL
 
-from responses_api.backends.addresses import (
+from responses_api.catalogue.addresses import (
     AddressPolicy,
     AddressRefused,
     PolicyResolver,

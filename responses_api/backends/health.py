@@ -19,9 +19,8 @@ import time
 from dataclasses import dataclass
 
 from django.utils import timezone
+from prometheus_client.core import GaugeMetricFamily
 
-from responses_api import catalog
-from responses_api.backends.addresses import AddressPolicy, backend_policy
 from responses_api.backends.client import (
     BackendAddressRefused,
     BackendDisconnected,
@@ -31,8 +30,10 @@ from responses_api.backends.client import (
     get,
 )
 from responses_api.backends.routing import clear_suspect_sync
+from responses_api.catalogue import catalog
+from responses_api.catalogue.addresses import AddressPolicy, backend_policy
 from responses_api.models import Backend
-from responses_api.secrets import decrypt
+from responses_api.runtime.secrets import decrypt
 
 FAILURES_TO_OFFLINE = 2
 TIMEOUT = 5.0
@@ -153,3 +154,20 @@ def backend_check(*, backend: Backend) -> Probe:
     )
     catalog.forget()
     return result
+
+
+class BackendHealthCollector:
+    """``switchyard_backend_up`` per backend, read from the database at scrape time."""
+
+    def collect(self):
+        family = GaugeMetricFamily(
+            "switchyard_backend_up",
+            "1 when the last health check found the backend online, 0 otherwise; "
+            "-1 for disabled backends.",
+            labels=["backend", "backend_id", "organisation"],
+        )
+        rows = Backend.objects.values_list("id", "name", "organisation__slug", "health", "enabled")
+        for backend_id, name, organisation, health, enabled in rows:
+            value = -1.0 if not enabled else 1.0 if health == Backend.Health.ONLINE else 0.0
+            family.add_metric([name, str(backend_id), organisation or ""], value)
+        yield family

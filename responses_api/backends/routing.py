@@ -13,7 +13,7 @@ through Redis when ``REDIS_URL`` is set (:class:`RedisState`), else kept in
 the process (:class:`LocalState`, the embedded default runs one process).
 In Redis a request holds a *lease*: a member of the backend's sorted set
 whose score is its expiry, renewed while the request runs
-(:class:`responses_api.redis_conn.LeaseKeeper`); a process that dies without
+(:class:`responses_api.runtime.redis_conn.LeaseKeeper`); a process that dies without
 releasing its leases stops renewing them, and its slots come back after at
 most 30 s. The choice and the claim of a slot are one Lua script, so two
 processes never both take a backend's last slot. A backend without a limit
@@ -38,11 +38,11 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from pydantic_core import to_json
 
-from responses_api import redis_conn
-from responses_api.catalog import ModelEntry, Route
-from responses_api.errors import ApiError
-from responses_api.metrics import in_flight_add
-from responses_api.protocol import InputItem, MessageItem
+from responses_api.catalogue.catalog import ModelEntry, Route
+from responses_api.protocol.body import InputItem, MessageItem
+from responses_api.protocol.errors import ApiError
+from responses_api.runtime import redis_conn
+from responses_api.runtime.metrics import in_flight_add
 
 log = logging.getLogger(__name__)
 

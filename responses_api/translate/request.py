@@ -17,9 +17,7 @@ from typing import Any
 
 import orjson
 
-from responses_api.backends.dialects import REASONING_FIELD, apply_reasoning, apply_tool_choice
-from responses_api.errors import invalid
-from responses_api.protocol import (
+from responses_api.protocol.body import (
     AllowedToolsChoice,
     ContentPart,
     CreateResponse,
@@ -37,7 +35,9 @@ from responses_api.protocol import (
     ToolSearchCallItem,
     ToolSearchOutputItem,
 )
+from responses_api.protocol.errors import invalid
 from responses_api.translate.content import text_of, user_content
+from responses_api.translate.dialects import REASONING_FIELD, apply_reasoning, apply_tool_choice
 from responses_api.translate.sealing import ReasoningSeal, SealBroken
 from responses_api.translate.tools import ChatTools, ToolRef, not_among_tools
 

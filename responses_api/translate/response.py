@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from responses_api.protocol import CreateResponse, FunctionTool, NamespaceTool
+from responses_api.protocol.body import CreateResponse, FunctionTool, NamespaceTool
 
 
 def echo_settings(

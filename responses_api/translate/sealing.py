@@ -11,7 +11,7 @@ associated data: a token altered by one bit, or presented by another
 organisation, does not open.
 
 Pure: no Django, no I/O. The platform key is given by the caller
-(``responses_api.reasoning_seal``).
+(``responses_api.store.seal``).
 """
 
 from __future__ import annotations

@@ -16,8 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from responses_api.errors import ApiError, invalid
-from responses_api.protocol import (
+from responses_api.protocol.body import (
     AllowedToolsChoice,
     CustomTool,
     FunctionChoice,
@@ -27,6 +26,7 @@ from responses_api.protocol import (
     Tool,
     ToolSearchTool,
 )
+from responses_api.protocol.errors import ApiError, invalid
 
 _CHAT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

@@ -7,8 +7,8 @@ from django.utils import timezone
 from accounts.keys import hash_key
 from accounts.models import ApiKey
 from accounts.services import api_key_create, api_key_revoke
-from responses_api.auth import authenticate
-from responses_api.errors import ApiError
+from responses_api.access.auth import authenticate
+from responses_api.protocol.errors import ApiError
 
 authenticate_sync = async_to_sync(authenticate)
 

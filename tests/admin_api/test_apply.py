@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from accounts.keys import hash_key
 from accounts.models import ApiKey, AuditEntry, Organisation
 from responses_api.models import Backend, Deployment, ServedModel
-from responses_api.secrets import decrypt
+from responses_api.runtime.secrets import decrypt
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.django_db

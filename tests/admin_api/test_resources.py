@@ -9,7 +9,7 @@ import pytest
 from accounts.keys import hash_key
 from accounts.models import ApiKey, AuditEntry, Invitation, Membership
 from responses_api.models import Backend, ServedModel
-from responses_api.secrets import decrypt
+from responses_api.runtime.secrets import decrypt
 from tests.admin_api.conftest import ADMIN, error_of
 
 pytestmark = pytest.mark.django_db

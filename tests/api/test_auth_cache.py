@@ -9,8 +9,8 @@ from asgiref.sync import async_to_sync
 
 from accounts.keys import hash_key
 from accounts.services import api_key_create
-from responses_api import auth
-from responses_api.errors import ApiError
+from responses_api.access import auth
+from responses_api.protocol.errors import ApiError
 
 
 def refused(raw: str) -> int:

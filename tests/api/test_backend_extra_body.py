@@ -7,9 +7,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from responses_api.backends.dialects import apply_tool_choice
 from responses_api.models import Backend
-from responses_api.protocol import CreateResponse
+from responses_api.protocol.body import CreateResponse
+from responses_api.translate.dialects import apply_tool_choice
 from responses_api.translate.request import build_chat_request
 
 

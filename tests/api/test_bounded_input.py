@@ -12,10 +12,10 @@ import orjson
 import pytest
 import zstandard
 
-from responses_api import encoding
-from responses_api.encoding import MAX_GZIP_MEMBERS, decode, decode_body
-from responses_api.errors import ApiError
-from responses_api.sse import MAX_LINE_BYTES, ChunkReader, UpstreamProtocolError
+from responses_api.backends.sse import MAX_LINE_BYTES, ChunkReader, UpstreamProtocolError
+from responses_api.gateway import encoding
+from responses_api.gateway.encoding import MAX_GZIP_MEMBERS, decode, decode_body
+from responses_api.protocol.errors import ApiError
 
 CAP = 16 * 1024 * 1024
 BODY = orjson.dumps({"model": "sim-model", "input": "hello " * 2000})

@@ -13,11 +13,12 @@ import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.test import override_settings
 
-from responses_api import catalog, redis_conn
-from responses_api import exchange as exchange_module
 from responses_api.backends.client import close_clients
-from responses_api.consumers import ApiConsumer
-from responses_api.draining import drain
+from responses_api.catalogue import catalog
+from responses_api.gateway import exchange as exchange_module
+from responses_api.gateway.consumers import ApiConsumer
+from responses_api.gateway.draining import drain
+from responses_api.runtime import redis_conn
 from tests.conftest import wait_for
 from tests.routing.conftest import sim_stats
 
@@ -145,7 +146,7 @@ def test_a_disconnect_mid_stream_aborts_upstream_and_hands_one_499_row(tenant, s
 
 
 def test_a_disconnect_while_queued_hands_a_499_row_with_its_wait(provision, simulator, rows):
-    from responses_api.services import backend_ensure
+    from responses_api.catalogue.services import backend_ensure
 
     tenant = provision("acme", simulator.url)
     backend_ensure(
@@ -287,7 +288,7 @@ def test_a_bug_in_the_ending_still_ends_the_request_with_its_row(tenant, rows, m
     """Whatever raises in the ending (a bug), the request ends: an error if
     nothing was sent, an ``error`` event closing a started stream, and one
     row saying 500; nothing reaches the server."""
-    from responses_api import consumers
+    from responses_api.gateway import consumers
 
     real = consumers.end_exchange
 
@@ -318,7 +319,7 @@ def test_a_bug_in_the_ending_still_ends_the_request_with_its_row(tenant, rows, m
 
 
 def test_a_bug_before_the_exchange_exists_is_a_500_envelope(monkeypatch):
-    from responses_api import consumers
+    from responses_api.gateway import consumers
 
     def broken(path, method):
         raise RuntimeError("the route table is broken")

@@ -14,7 +14,7 @@ import orjson
 import pytest
 import zstandard
 
-from responses_api.relay import MAX_DEPTH
+from responses_api.gateway.relay import MAX_DEPTH
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

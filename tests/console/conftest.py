@@ -35,7 +35,7 @@ def usage_row(organisation, **fields):
     """A usage row written as the API's rows are (``usage.write_rows``), so
     that the roll-ups count it too."""
     from responses_api.models import UsageLog
-    from responses_api.usage import write_rows
+    from responses_api.usage.writer import write_rows
 
     values = {
         "request_id": uuid.uuid4(),
@@ -76,7 +76,7 @@ class Estate:
 
 def _estate(org, owner, name: str) -> Estate:
     from accounts.services import api_key_create
-    from responses_api.services import backend_ensure, model_ensure
+    from responses_api.catalogue.services import backend_ensure, model_ensure
 
     backend, _ = backend_ensure(
         organisation=org, name=f"{name}-gpu", base_url="http://127.0.0.1:9/v1", api_key="up-secret"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from responses_api import catalog
+from responses_api.catalogue import catalog
 from responses_api.models import ModelCheck
 from tests.support import wait_until
 

@@ -6,7 +6,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from responses_api import catalog
+from responses_api.catalogue import catalog
 from responses_api.models import Deployment, ServedModel
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import ApiKey, AuditEntry
-from responses_api.monthly import month_spent, month_spent_by_key, month_start
+from responses_api.usage.monthly import month_spent, month_spent_by_key, month_start
 from tests.console.conftest import usage_row
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,8 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from accounts.models import AuditEntry, Organisation
-from responses_api import store
 from responses_api.models import StoredResponse
+from responses_api.store import responses as store
 
 pytestmark = pytest.mark.django_db
 

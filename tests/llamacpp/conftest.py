@@ -178,7 +178,7 @@ def llama_tenant(transactional_db, api_server) -> Callable[..., LlamaTenant]:
     password hashing of the ``people`` fixture is slow on a loaded machine).
     """
     from accounts.services import api_key_create, organisation_ensure
-    from responses_api.services import backend_ensure, model_ensure
+    from responses_api.catalogue.services import backend_ensure, model_ensure
 
     def make(
         server: LlamaServer,

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from responses_api import catalog
-from responses_api.model_check import NAMES, run_check, table
+from responses_api.catalogue import catalog
+from responses_api.checks.model_check import NAMES, run_check, table
 from tests.conftest import ROOT, Proc, _log_path, free_port
 from tests.llamacpp.conftest import FIXTURES, UPSTREAM_MODEL, LlamaServer, start_llama_server
 from tests.support import wait_until
@@ -62,7 +62,7 @@ def stand_in(llama_check) -> Iterator[Proc]:
 
 def test_every_capability_passes_against_llama_server(stand_in, llama_check):
     from accounts.services import organisation_ensure
-    from responses_api.services import backend_ensure, model_ensure
+    from responses_api.catalogue.services import backend_ensure, model_ensure
 
     catalog.forget()
     acme, _ = organisation_ensure(slug="acme", name="Acme")

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from responses_api import loop_monitor
+from responses_api.runtime import loop_monitor
 from tests.conftest import server_env, start_daphne
 from tests.support import wait_until
 

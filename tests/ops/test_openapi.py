@@ -16,8 +16,8 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from responses_api.openapi import openapi_schema
-from responses_api.protocol import CreateResponse
+from responses_api.gateway.openapi import openapi_schema
+from responses_api.protocol.body import CreateResponse
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

@@ -11,7 +11,7 @@ from django.http import Http404
 
 from accounts.access import SUPPORT_GROUP
 from accounts.models import Membership
-from responses_api.access import (
+from responses_api.access.objects import (
     backends_for_member,
     get_backend_for_member,
     get_model_for_member,
@@ -19,8 +19,8 @@ from responses_api.access import (
     get_usage_row_for_support,
     usage_for_support,
 )
+from responses_api.catalogue.services import backend_ensure, model_ensure
 from responses_api.models import Backend, UsageLog
-from responses_api.services import backend_ensure, model_ensure
 
 pytestmark = pytest.mark.django_db
 

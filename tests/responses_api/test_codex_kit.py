@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from responses_api import codex_kit
+from responses_api.catalogue import codex_kit
 from responses_api.models import ServedModel
 from tests.conftest import ROOT
 

@@ -11,8 +11,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from accounts.models import ApiKey
-from responses_api import catalog
-from responses_api.model_check import NAMES, run_check
+from responses_api.catalogue import catalog
+from responses_api.checks.model_check import NAMES, run_check
 from responses_api.models import ModelCheck, UsageLog
 from tests.conftest import Proc, start_simulator
 

@@ -6,7 +6,7 @@ import pytest
 from cryptography.fernet import Fernet
 from django.test import override_settings
 
-from responses_api.reasoning_seal import reasoning_seal
+from responses_api.store.seal import reasoning_seal
 from responses_api.translate.sealing import SealBroken
 
 OLD, NEW = Fernet.generate_key().decode(), Fernet.generate_key().decode()

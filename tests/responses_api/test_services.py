@@ -9,10 +9,8 @@ from django.core.exceptions import ValidationError
 
 from accounts.audit import CLI, Actor
 from accounts.models import AuditEntry
-from responses_api import catalog
-from responses_api.models import Backend, Deployment, ServedModel
-from responses_api.secrets import decrypt
-from responses_api.services import (
+from responses_api.catalogue import catalog
+from responses_api.catalogue.services import (
     backend_create,
     backend_delete,
     backend_ensure,
@@ -24,6 +22,8 @@ from responses_api.services import (
     model_ensure,
     model_update,
 )
+from responses_api.models import Backend, Deployment, ServedModel
+from responses_api.runtime.secrets import decrypt
 
 pytestmark = pytest.mark.django_db
 

@@ -87,7 +87,7 @@ class Fleet:
 @pytest.fixture
 def fleet_for(people):
     from accounts.services import api_key_create
-    from responses_api.services import backend_ensure, model_ensure
+    from responses_api.catalogue.services import backend_ensure, model_ensure
 
     def make(
         sims: list[Proc],

@@ -22,11 +22,11 @@ from django.urls import reverse
 
 from accounts.audit import CLI, Actor
 from admin_api.provision import ProvisionError, apply_document
-from responses_api.backends.addresses import address_kind, backend_policy
 from responses_api.backends.client import BackendAddressRefused, Upstream
 from responses_api.backends.health import probe
+from responses_api.catalogue.addresses import address_kind, backend_policy
+from responses_api.catalogue.services import backend_create, backend_update
 from responses_api.models import Backend
-from responses_api.services import backend_create, backend_update
 from tests.admin_api.conftest import ADMIN, admin_keys, api, error_of  # noqa: F401
 from tests.conftest import server_env, start_daphne, wait_rows
 from tests.console.conftest import as_user, crew  # noqa: F401

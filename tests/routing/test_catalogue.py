@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from accounts.audit import CLI
-from responses_api import catalog
-from responses_api.services import backend_ensure, deployment_set, model_ensure
+from responses_api.catalogue import catalog
+from responses_api.catalogue.services import backend_ensure, deployment_set, model_ensure
 
 pytestmark = pytest.mark.django_db
 

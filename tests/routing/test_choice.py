@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from responses_api.backends.routing import affinity_key, choose
-from responses_api.protocol import CreateResponse
-from responses_api.ratelimit import Scope, _headers, _verdict
+from responses_api.protocol.body import CreateResponse
+from responses_api.usage.ratelimit import Scope, _headers, _verdict
 
 
 def test_least_loaded_wins_and_ties_are_shared():

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from responses_api import catalog, redis_conn
+from responses_api.catalogue import catalog
+from responses_api.runtime import redis_conn
 from tests.api.test_consumer import Client, body, run, scope
 from tests.routing.conftest import needs_redis
 
@@ -73,7 +74,7 @@ def test_a_request_without_limits_claims_a_slot_then_hands_its_row_over_with_it(
 def test_an_unlimited_backend_nothing_compares_holds_no_slot(
     provision, simulator, round_trips, stream
 ):
-    from responses_api.services import backend_ensure
+    from responses_api.catalogue.services import backend_ensure
 
     tenant = provision("acme", simulator.url)
     backend_ensure(

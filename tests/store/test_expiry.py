@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from responses_api import store
 from responses_api.models import StoredItem, StoredResponse
+from responses_api.store import responses as store
 from responses_api.tasks import purge_stored_responses
 
 pytestmark = pytest.mark.django_db

@@ -14,8 +14,10 @@ import psycopg
 import pytest
 from django.db import connection
 
-from responses_api import continuation, store, store_loop
 from responses_api.models import StoredItem, StoredResponse
+from responses_api.store import continuation
+from responses_api.store import loop as store_loop
+from responses_api.store import responses as store
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,7 +8,7 @@ import pytest
 from cryptography.fernet import Fernet, InvalidToken
 from django.test import override_settings
 
-from responses_api import secrets
+from responses_api.runtime import secrets
 
 OLD, NEW = Fernet.generate_key().decode(), Fernet.generate_key().decode()
 

@@ -123,7 +123,7 @@ def test_a_malformed_allowed_tools_choice_is_a_400(mode):
 
 
 def test_the_response_echoes_the_choice_as_sent():
-    from responses_api.protocol import CreateResponse
+    from responses_api.protocol.body import CreateResponse
 
     choice = {
         "type": "allowed_tools",

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from responses_api.protocol import CreateResponse
+from responses_api.protocol.body import CreateResponse
 from responses_api.translate import request as translate_request
 from responses_api.translate.request import ModelLimits, build_chat_request, prepare_chat
 
@@ -120,7 +120,7 @@ def test_what_one_route_changes_does_not_reach_the_next():
 
 
 def test_errors_are_raised_when_the_draft_is_prepared():
-    from responses_api.errors import ApiError
+    from responses_api.protocol.errors import ApiError
 
     request = CreateResponse.model_validate(
         {"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from responses_api.protocol import CreateResponse
+from responses_api.protocol.body import CreateResponse
 from responses_api.translate.response import echo_settings
 
 CODEX = Path(__file__).resolve().parents[1] / "fixtures" / "codex"

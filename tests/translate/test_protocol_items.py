@@ -8,8 +8,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from responses_api.errors import ApiError, from_validation_error
-from responses_api.protocol import (
+from responses_api.protocol.body import (
     MAX_INPUT_ITEMS,
     CreateResponse,
     CustomTool,
@@ -25,6 +24,7 @@ from responses_api.protocol import (
     ToolSearchOutputItem,
     ToolSearchTool,
 )
+from responses_api.protocol.errors import ApiError, from_validation_error
 
 CODEX = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
 

@@ -7,8 +7,8 @@ import base64
 import orjson
 import pytest
 
-from responses_api.errors import ApiError
-from responses_api.protocol import CreateResponse
+from responses_api.protocol.body import CreateResponse
+from responses_api.protocol.errors import ApiError
 from responses_api.translate.request import ModelLimits, build_chat_request
 
 
@@ -25,7 +25,7 @@ def plan_for(dialect: str = "openai", limits: ModelLimits | None = None, **field
 def refusal(**fields) -> ApiError:
     from pydantic import ValidationError
 
-    from responses_api.errors import from_validation_error
+    from responses_api.protocol.errors import from_validation_error
 
     try:
         plan_for(**fields)

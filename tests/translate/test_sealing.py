@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from responses_api.errors import ApiError
-from responses_api.protocol import CreateResponse
+from responses_api.protocol.body import CreateResponse
+from responses_api.protocol.errors import ApiError
 from responses_api.translate.request import build_chat_request
 from responses_api.translate.sealing import VERSION, ReasoningSeal, SealBroken
 

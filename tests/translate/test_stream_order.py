@@ -6,7 +6,7 @@ import orjson
 import pytest
 from openai.types.responses import Response
 
-from responses_api.simulator_content import call_deltas
+from responses_api.simulator.content import call_deltas
 from responses_api.translate.request import ToolRef
 from responses_api.translate.sealing import ReasoningSeal
 from tests.grammar import check_stream

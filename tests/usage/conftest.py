@@ -2,7 +2,7 @@ import uuid
 
 import pytest
 
-from responses_api import usage
+from responses_api.usage import writer as usage
 
 
 @pytest.fixture

@@ -8,15 +8,15 @@ from typing import Any
 from django.utils import timezone
 
 from accounts.models import Organisation
-from responses_api.exchange import Exchange
+from responses_api.gateway.exchange import Exchange
 from responses_api.models import (
     USAGE_EXPORT_COLUMNS,
     USAGE_UNEXPORTED_COLUMNS,
     UsageLog,
     usage_columns,
 )
-from responses_api.trace import usage_row_dict
-from responses_api.usage_rows import CSV_HEADER, RECORD_COLUMNS
+from responses_api.usage.export import CSV_HEADER, RECORD_COLUMNS
+from responses_api.usage.trace import usage_row_dict
 
 COLUMNS = {f.attname for f in UsageLog._meta.concrete_fields}
 
@@ -87,7 +87,7 @@ def test_the_trace_shows_every_exported_column():
 
 def test_the_schema_describes_every_key_of_a_usage_record():
     from admin_api.serializers.usage import UsageRecordSerializer
-    from responses_api.usage_rows import usage_record
+    from responses_api.usage.export import usage_record
 
     record = usage_record(None for _ in RECORD_COLUMNS)
     assert list(UsageRecordSerializer().fields) == list(record)

@@ -16,8 +16,8 @@ from django.urls import reverse
 from prometheus_client import REGISTRY
 
 from accounts.models import Organisation
-from responses_api import usage
 from responses_api.models import UsageDeadLetter, UsageLog
+from responses_api.usage import writer as usage
 from tests.conftest import usage_rows
 from tests.usage.test_durability import a_row
 
@@ -70,7 +70,7 @@ def test_a_refused_row_is_kept_and_the_rest_of_its_batch_written(people, doomed,
     assert orjson.loads(letter.row)["user_agent"] == "secret-agent/1"
     assert dead_letters_counted("IntegrityError") == before + 1
     # One log line, by request id and error class; none of the row's text.
-    logged = [r.getMessage() for r in caplog.records if r.name == "responses_api.deadletters"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "responses_api.usage.deadletters"]
     assert len(logged) == 1 and orphan["request_id"] in logged[0] and "IntegrityError" in logged[0]
     assert not any("secret" in r.getMessage() for r in caplog.records)
     # The writer goes on, and a refused row delivered again is one entry.
@@ -110,7 +110,7 @@ def test_replay_is_idempotent_and_repairs_the_row(people):
     """A dead letter whose row is in the log already counts as written; a
     row refused under older rules is written by today's."""
     row = a_row(people["acme"].id, input_tokens=-5, session_id="a\x00b")
-    from responses_api.deadletters import Refusal, deadletters_add
+    from responses_api.usage.deadletters import Refusal, deadletters_add
 
     assert deadletters_add(refused=[Refusal(row, "IntegrityError", "CHECK failed")]) == []
     assert UsageDeadLetter.objects.get().organisation_id == people["acme"].id

@@ -1,4 +1,4 @@
-"""Usage rows are never lost (the guarantee in ``responses_api/usage.py``):
+"""Usage rows are never lost (the guarantee in ``responses_api/usage/writer.py``):
 rows sit in a Redis stream until committed; a writer that crashes before
 acknowledging leaves them for another; a poison row holds nobody back; a
 web process killed right after answering has already handed its row over."""
@@ -15,7 +15,8 @@ import httpx
 import orjson
 import pytest
 
-from responses_api import usage, usage_insert
+from responses_api.usage import insert as usage_insert
+from responses_api.usage import writer as usage
 from tests.conftest import server_env, start_daphne, usage_rows
 
 needs_redis = pytest.mark.skipif(

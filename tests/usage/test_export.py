@@ -10,7 +10,7 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
-from responses_api import usage
+from responses_api.usage import writer as usage
 from tests.usage.test_durability import a_row
 
 pytestmark = pytest.mark.django_db

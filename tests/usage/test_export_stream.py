@@ -10,7 +10,7 @@ import httpx
 import pytest
 from django.test import Client
 
-from responses_api import usage
+from responses_api.usage import writer as usage
 from tests.usage.test_durability import a_row
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]

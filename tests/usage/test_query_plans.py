@@ -219,7 +219,7 @@ def test_the_csv_export_reads_the_log_in_index_order(big_log):
     """The export's server-side cursor is planned for its first rows: the
     rows come off the time index, without a join or a sort of the whole log
     before the first of them."""
-    from responses_api.usage_rows import _ROW_COLUMNS
+    from responses_api.usage.export import _ROW_COLUMNS
 
     queryset = (
         UsageLog.objects.filter(organisation=big_log["org"])

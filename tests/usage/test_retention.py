@@ -9,10 +9,10 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from responses_api import usage
 from responses_api.models import UsageDaily, UsageHourly, UsageLog
-from responses_api.retention import usage_purge
 from responses_api.tasks import purge_usage
+from responses_api.usage import writer as usage
+from responses_api.usage.retention import usage_purge
 from tests.usage.test_durability import a_row
 
 pytestmark = pytest.mark.django_db

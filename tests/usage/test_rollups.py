@@ -13,8 +13,11 @@ import openai
 import pytest
 from django.db import connection
 
-from responses_api import histogram, rollups, usage, usage_insert
 from responses_api.models import UsageDaily, UsageHourly, UsageLog
+from responses_api.runtime import histogram
+from responses_api.usage import insert as usage_insert
+from responses_api.usage import rollups
+from responses_api.usage import writer as usage
 from tests.conftest import wait_rows
 from tests.usage.test_durability import a_row, xadd
 
@@ -202,7 +205,7 @@ def test_a_writer_crashing_mid_batch_leaves_the_batch_for_another(
 
 @pytest.mark.parametrize("count", [0, 1, 2, 7, 500, 857, 1000, 4097])
 def test_a_batch_is_inserted_by_statements_of_a_few_sizes(count):
-    from responses_api.usage_insert import _chunks
+    from responses_api.usage.insert import _chunks
 
     chunks = _chunks(count, 857)
     assert sum(size for _, size in chunks) == count

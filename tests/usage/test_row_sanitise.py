@@ -1,5 +1,5 @@
 """Every value of a usage row is made to fit its column before the insert
-(``responses_api/usage_sanitise.py``), on SQLite and PostgreSQL alike: a
+(``responses_api/usage/sanitise.py``), on SQLite and PostgreSQL alike: a
 hostile header, path or backend count costs no row."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import orjson
 import pytest
 from django.db import OperationalError, models
 
-from responses_api import usage, usage_insert
 from responses_api.models import UsageDeadLetter, UsageLog
+from responses_api.usage import insert as usage_insert
+from responses_api.usage import writer as usage
 from tests.conftest import usage_rows
 from tests.usage.test_durability import a_row, xadd
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from responses_api import usage
-from responses_api.usage_summary import summarize
+from responses_api.usage import writer as usage
+from responses_api.usage.summary import summarize
 from tests.usage.test_durability import a_row
 
 pytestmark = pytest.mark.django_db
@@ -142,7 +142,7 @@ def test_histogram_quantiles_stay_within_a_bucket_of_the_exact_percentile():
     import random
 
     from console.stats import percentile
-    from responses_api import histogram
+    from responses_api.runtime import histogram
 
     rng = random.Random(7)
     for _ in range(200):

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from django.core.management import CommandError, call_command
 
-from responses_api import usage
+from responses_api.usage import writer as usage
 from tests.conftest import ROOT, _log_path, server_env, start_daphne, usage_rows, wait_for
 from tests.usage.test_durability import a_row, needs_redis, xadd
 

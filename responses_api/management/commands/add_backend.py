@@ -5,8 +5,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.management.commands._common import command_error, get_org
+from responses_api.catalogue.services import backend_ensure
 from responses_api.models import Backend
-from responses_api.services import backend_ensure
 
 
 class Command(BaseCommand):

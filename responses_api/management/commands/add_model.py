@@ -6,8 +6,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.management.commands._common import command_error, get_org
+from responses_api.catalogue.services import model_ensure
 from responses_api.models import Backend
-from responses_api.services import model_ensure
 
 
 def _price(value: str) -> Decimal:

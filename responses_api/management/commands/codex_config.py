@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.management.commands._common import get_org
 from accounts.models import ApiKey
-from responses_api import codex_kit
+from responses_api.catalogue import codex_kit
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from responses_api.model_check import CheckError, as_json, run_check, table
+from responses_api.checks.model_check import CheckError, as_json, run_check, table
 
 
 class Command(BaseCommand):

@@ -21,7 +21,7 @@ from django.core.management.base import BaseCommand
 from django.utils.module_loading import import_string
 
 from accounts.services import api_key_create, member_ensure, organisation_ensure
-from responses_api.services import backend_ensure, model_ensure
+from responses_api.catalogue.services import backend_ensure, model_ensure
 
 STATE = Path(settings.BASE_DIR) / ".run" / "demo.json"
 # The beat schedule's entries the embedded default runs on its local timer

@@ -35,7 +35,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         import uvicorn
 
-        from responses_api.simulator import Simulator
+        from responses_api.simulator.server import Simulator
 
         app = Simulator(
             models=[m for m in options["models"].split(",") if m],

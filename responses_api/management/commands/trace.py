@@ -4,7 +4,7 @@ import uuid
 from django.core.management.base import BaseCommand, CommandError
 
 from responses_api.models import UsageLog
-from responses_api.trace import usage_row_dict
+from responses_api.usage.trace import usage_row_dict
 
 
 class Command(BaseCommand):

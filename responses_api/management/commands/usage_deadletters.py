@@ -23,8 +23,8 @@ from django.db import InterfaceError, OperationalError
 
 from accounts.management.commands._common import get_org
 from accounts.models import Organisation
-from responses_api import usage
-from responses_api.deadletters import deadletters_for
+from responses_api.usage import writer as usage
+from responses_api.usage.deadletters import deadletters_for
 
 ERROR_CHARS = 120
 

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.management.commands._common import get_org
 from responses_api.models import USAGE_EXPORT_COLUMNS, UsageLog
-from responses_api.usage import csv_cell
+from responses_api.usage.writer import csv_cell
 
 CHUNK = 2000
 COLUMNS = USAGE_EXPORT_COLUMNS

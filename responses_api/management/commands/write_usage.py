@@ -9,7 +9,7 @@ command as its own process and start web processes with
 stays the safety net for a writer that is down.
 
 Several writers may run: they share the stream's consumer group, and a row
-read by a writer that died is taken over by another (``responses_api/usage.py``).
+read by a writer that died is taken over by another (``responses_api/usage/writer.py``).
 On SIGTERM or SIGINT the batch being written is committed and acknowledged
 before the process exits. A row the database refuses becomes a dead letter
 (``manage.py usage_deadletters``); while the database or Redis is down, the
@@ -45,7 +45,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         import redis
 
-        from responses_api import usage
+        from responses_api.usage import writer as usage
 
         if not settings.REDIS_URL:
             raise CommandError(

@@ -1,0 +1,319 @@
+"""What is known about one API request, and the usage row it becomes.
+
+A leaf of the request path: it imports nothing that handles the request
+(no consumer, relay, failover or routing). Every layer records what it
+learns through an :class:`Exchange` method, so the row's fields have one
+owner; :func:`responses_api.gateway.ending.end_exchange` submits the row once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from responses_api.runtime import redis_conn
+from responses_api.runtime.metrics import request_observe
+from responses_api.usage.spend import spend_settle
+from responses_api.usage.writer import sink
+
+if TYPE_CHECKING:
+    from responses_api.access.auth import Caller
+    from responses_api.catalogue.catalog import BackendEntry, ModelEntry
+    from responses_api.protocol.errors import ApiError
+    from responses_api.translate.stream import Usage
+    from responses_api.usage.spend import SpendPlan
+
+log = logging.getLogger("switchyard.requests")
+
+CLIENT_GONE = "Client disconnected"
+
+
+# The ids of the keys ``model_check`` creates for itself, while it runs in
+# this process: their rows are marked as checks. Nothing a client sends can
+# put a key here.
+check_keys: set[str] = set()
+
+
+def new_request_id() -> str:
+    return str(uuid.uuid4())
+
+
+# What a client says of the conversation a request belongs to, kept on its
+# row at most this long (Codex sends UUIDs).
+CLIENT_ID_LENGTH = 128
+ZERO = Decimal(0)
+
+
+def _client_value(headers: dict[bytes, bytes], name: bytes) -> str:
+    value = headers.get(name)
+    return value.decode("latin-1").strip()[:CLIENT_ID_LENGTH] if value else ""
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One request from its first byte to its usage row."""
+
+    request_id: str
+    endpoint: str
+    method: str = "POST"
+    started: float = field(default_factory=time.perf_counter)
+    created_at: float = field(default_factory=time.time)
+    client_ip: str | None = None
+    user_agent: str = ""
+    # The client's session, thread and request ids, and its name (Codex's
+    # session-id, thread-id, x-client-request-id and originator headers).
+    session_id: str = ""
+    thread_id: str = ""
+    client_request_id: str = ""
+    originator: str = ""
+    caller: Caller | None = None
+    # What was asked for.
+    model: str = ""
+    stream: bool = False
+    model_entry: ModelEntry | None = None
+    # Where it ran.
+    backend: BackendEntry | None = None
+    attempts: int = 0
+    queue_wait_ms: float | None = None
+    ttft_ms: float | None = None
+    tokens: tuple[int, int, int, int] = (0, 0, 0, 0)  # input, cached, output, reasoning
+    # How it ended.
+    status: int = 0
+    error_code: str = ""
+    error_message: str = ""
+    note: str = ""
+    notices: list[dict[str, str]] = field(default_factory=list)
+    # x-ratelimit-* headers for every response of a rate-limited caller.
+    limit_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    # The monthly spend limits the request was admitted under, if any.
+    spend: SpendPlan | None = None
+    # Set by draining when the process's shutdown deadline ends this
+    # exchange: its cancellation then ends it as a 503, not a 499.
+    shutdown: bool = False
+    submitted: bool = False
+    # What the request holds in Redis (its backend slot, its rate-limit
+    # leases), given back in the round trip that hands its row over.
+    releases: list[redis_conn.Release] | None = None
+
+    # --- what the layers record -------------------------------------------
+
+    def client_headers(self, headers: dict[bytes, bytes]) -> None:
+        """The client's own ids from the request headers (each bounded);
+        ``session-id`` else ``x-session-id`` names the session."""
+        self.session_id = _client_value(headers, b"session-id") or _client_value(
+            headers, b"x-session-id"
+        )
+        self.thread_id = _client_value(headers, b"thread-id")
+        self.client_request_id = _client_value(headers, b"x-client-request-id")
+        self.originator = _client_value(headers, b"originator")
+
+    def session_default(self, prompt_cache_key: str | None) -> None:
+        """Without a session header, the request's ``prompt_cache_key`` (Codex
+        sends its session id there too) names the session."""
+        if not self.session_id and prompt_cache_key:
+            self.session_id = prompt_cache_key.strip()[:CLIENT_ID_LENGTH]
+
+    def notice(self, code: str, message: str) -> None:
+        if not any(n["code"] == code for n in self.notices):
+            self.notices.append({"code": code, "message": message})
+
+    def waited(self, ms: float) -> None:
+        self.queue_wait_ms = (self.queue_wait_ms or 0.0) + ms
+
+    def attempt(self, backend: BackendEntry) -> None:
+        """A try on ``backend`` starts (failover may make several)."""
+        self.attempts += 1
+        self.backend = backend
+
+    def produced(self, usage: Usage, first_token_at: float | None) -> None:
+        self.tokens = (
+            usage.input_tokens,
+            usage.cached_tokens,
+            usage.output_tokens,
+            usage.reasoning_tokens,
+        )
+        if first_token_at is not None and self.ttft_ms is None:
+            self.ttft_ms = (first_token_at - self.started) * 1000
+
+    def fail(self, error: ApiError, note: str = "") -> None:
+        self.status = error.status
+        self.error_code = error.code or error.type
+        self.error_message = f"{error.message} {error.detail}" if error.detail else error.message
+        self.note = note or self.note
+
+    def client_gone(self) -> None:
+        self.status = 499
+        self.error_code = "client_disconnected"
+        self.note = CLIENT_GONE
+
+    # --- what is reported -------------------------------------------------
+
+    @property
+    def input_tokens(self) -> int:
+        return self.tokens[0]
+
+    @property
+    def output_tokens(self) -> int:
+        return self.tokens[2]
+
+    def cost(self) -> Decimal:
+        """What the request cost at its model's prices, in their currency."""
+        entry = self.model_entry
+        if entry is None:
+            return ZERO
+        input_tokens, cached, output, _ = self.tokens
+        return entry.cost(input_tokens, cached, output)
+
+    def duration_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def tokens_per_second(self, duration_ms: float) -> float | None:
+        output = self.tokens[2]
+        if not output:
+            return None
+        generation = duration_ms - (self.ttft_ms or 0.0)
+        return output / (generation / 1000) if generation > 0 else None
+
+    def extras(self) -> dict[str, Any]:
+        """The response body's ``switchyard`` object (README, "Calling the API")."""
+        duration = self.duration_ms()
+        backend = self.backend
+        return {
+            "request_id": self.request_id,
+            "backend": {"id": backend.id, "name": backend.name, "version": backend.version}
+            if backend is not None
+            else None,
+            "timing": {
+                "queue_wait_ms": _round(self.queue_wait_ms),
+                "ttft_ms": _round(self.ttft_ms),
+                "duration_ms": _round(duration),
+                "tokens_per_second": _round(self.tokens_per_second(duration)),
+            },
+            "notices": self.notices,
+            "cost": float(self.cost()),
+        }
+
+    def row(self) -> dict[str, Any]:
+        caller = self.caller
+        assert caller is not None
+        duration = self.duration_ms()
+        input_tokens, cached, output, reasoning = self.tokens
+        backend = self.backend
+        return {
+            "request_id": self.request_id,
+            "organisation_id": caller.organisation_id,
+            "api_key_id": caller.key_id,
+            "key_prefix": caller.prefix,
+            "model": self.model[:200],
+            "backend_id": backend.id if backend is not None else None,
+            "backend_name": backend.name if backend is not None else "",
+            "endpoint": self.endpoint,
+            "method": self.method,
+            "stream": self.stream,
+            "status": self.status,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+            "note": self.note,
+            "notices": [n["code"] for n in self.notices],
+            "input_tokens": input_tokens,
+            "cached_tokens": cached,
+            "output_tokens": output,
+            "reasoning_tokens": reasoning,
+            "cost": self.cost(),
+            "attempts": self.attempts,
+            "queue_wait_ms": self.queue_wait_ms,
+            "ttft_ms": self.ttft_ms,
+            "duration_ms": duration,
+            "tokens_per_second": self.tokens_per_second(duration),
+            "client_ip": self.client_ip,
+            "user_agent": self.user_agent,
+            "session_id": self.session_id,
+            "thread_id": self.thread_id,
+            "client_request_id": self.client_request_id,
+            "originator": self.originator,
+            "is_check": caller.key_id in check_keys,
+            "created_at": self.created_at,
+            "finished_at": time.time(),
+        }
+
+    async def give_back(self, release: redis_conn.Release) -> None:
+        """Give ``release`` back with the row, one round trip for both; at
+        once when the row is gone already or there will be none."""
+        if self.submitted or self.caller is None:
+            await asyncio.shield(redis_conn.run_releases([release]))
+        elif self.releases is None:
+            self.releases = [release]
+        else:
+            self.releases.append(release)
+
+    async def give_back_held(self) -> None:
+        """What a request that ended without its row still holds, on its
+        own round trip (the row's ending failed before handing it over)."""
+        releases, self.releases = self.releases, None
+        if releases:
+            await asyncio.shield(redis_conn.run_releases(releases))
+
+    async def submit(self) -> None:
+        """Hand the row over (once; none for an unauthenticated request)."""
+        if self.submitted or self.caller is None:
+            return
+        self.submitted = True
+        row = self.row()
+        # The month's spend counters take the row's cost and tokens in the
+        # round trip that hands the row over.
+        settle = spend_settle(self.spend, row) if self.spend is not None else []
+        releases = self.releases
+        if releases is not None:
+            self.releases = None
+            # Shielded: a disconnect arriving now must not cut the row off half-sent.
+            await asyncio.shield(_hand_over(row, settle, releases))
+        else:
+            appending = sink.submit(row, scripts=settle) if settle else sink.submit(row)
+            if appending is not None:
+                await asyncio.shield(appending)
+        request_observe(row=row)
+        log.info("request", extra={"switchyard": {k: row[k] for k in _LOG_FIELDS}})
+
+
+async def _hand_over(
+    row: dict[str, Any],
+    scripts: list[redis_conn.ScriptCall],
+    releases: list[redis_conn.Release],
+) -> None:
+    then = [command for release in releases for command in release.commands]
+    try:
+        appending = sink.submit(row, scripts=scripts, then=then)
+        if appending is not None:
+            await appending
+    finally:
+        # Waiters for a released slot look again only once it is free.
+        redis_conn.released(releases)
+
+
+_LOG_FIELDS = (
+    "request_id",
+    "organisation_id",
+    "key_prefix",
+    "model",
+    "backend_name",
+    "method",
+    "endpoint",
+    "stream",
+    "status",
+    "error_code",
+    "input_tokens",
+    "cached_tokens",
+    "output_tokens",
+    "queue_wait_ms",
+    "ttft_ms",
+    "duration_ms",
+)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)

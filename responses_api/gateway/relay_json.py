@@ -1,0 +1,50 @@
+"""Relaying a backend's chat stream as one JSON response.
+
+The backend is asked to stream even then: the row's ``ttft`` and the
+``Server-Timing`` header need the first token's time. The body
+itself is the ending's (``ending.end_exchange``), built from the translator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from responses_api.backends.client import Answer, BackendError
+from responses_api.backends.sse import (
+    ChunkReader,
+    UpstreamProtocolError,
+    broken,
+    malformed,
+    stream_error,
+)
+from responses_api.translate.chunks import BadChunk
+from responses_api.translate.stream import StreamTranslator
+
+
+async def read_answer(
+    answer: Answer,
+    translator: StreamTranslator,
+    backend_name: str,
+    deadline: asyncio.Timeout | None = None,
+) -> None:
+    """Translate a whole answer without writing (a non-streamed response:
+    the backend is still asked to stream, for ``ttft``).
+    ``deadline``, the first token's, is lifted once a token arrived."""
+    reader = ChunkReader()
+    chunks = answer.chunks()
+    try:
+        while (data := await anext(chunks, None)) is not None:
+            for chunk in reader.feed(data):
+                if "error" in chunk and not chunk.get("choices"):
+                    raise stream_error(chunk["error"], backend_name)
+                translator.feed(chunk)
+            if deadline is not None and translator.first_token_at is not None:
+                deadline.reschedule(None)
+                deadline = None
+            if reader.done:
+                answer.complete = True
+                return
+    except (UpstreamProtocolError, BackendError) as exc:
+        raise broken(exc) from None
+    except BadChunk as exc:
+        raise malformed(backend_name, exc) from None

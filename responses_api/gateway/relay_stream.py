@@ -1,0 +1,147 @@
+"""Relaying a backend's chat stream to the client as Responses events.
+
+Reads the backend's answer and writes, per read, every event it produced;
+the stream's terminal event is the ending's (``ending.end_exchange``). A
+failure after the stream started is raised as the ``ApiError`` that the
+ending turns into ``response.failed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from django.conf import settings
+
+from responses_api.backends.client import BackendError
+from responses_api.backends.sse import (
+    ChunkReader,
+    EventWriter,
+    UpstreamProtocolError,
+    broken,
+    malformed,
+    stream_error,
+)
+from responses_api.gateway.call import Call, Output
+from responses_api.gateway.failover import Attempt
+from responses_api.gateway.responder import Responder
+from responses_api.translate.chunks import BadChunk
+from responses_api.translate.stream import StreamTranslator
+
+
+async def relay_stream(
+    call: Call, output: Output, upstream: AbstractAsyncContextManager[Attempt]
+) -> None:
+    """Open ``upstream`` and relay its answer. While the request waits for a
+    backend slot or for the backend's first bytes, ``response.in_progress``
+    is repeated every ``SWITCHYARD_KEEPALIVE_SECONDS`` (clients
+    such as Codex reset idle timers only on events); the first tick starts
+    the stream."""
+    responder = call.responder
+    translator = output.translator
+    writer = output.writer
+    assert writer is not None
+
+    async def keepalive() -> None:
+        if not responder.started:
+            await _start(responder, writer, translator)
+        else:
+            await responder.chunk(writer.encode([translator.keepalive()]))
+
+    idle = Idle(settings.SWITCHYARD_KEEPALIVE_SECONDS, keepalive)
+    try:
+        async with upstream as attempt:
+            output.plan = attempt.plan
+            await idle.settle()  # a keep-alive under way writes before the stream goes on
+            if not responder.started:
+                await _start(responder, writer, translator)
+            await _pump(attempt, responder, writer, translator, idle)
+    finally:
+        await idle.stop()
+
+
+async def _start(responder: Responder, writer: EventWriter, translator: StreamTranslator) -> None:
+    await responder.start_stream()
+    await responder.chunk(writer.encode(translator.start()))
+
+
+async def _pump(
+    attempt: Attempt,
+    responder: Responder,
+    writer: EventWriter,
+    translator: StreamTranslator,
+    idle: Idle,
+) -> None:
+    answer = attempt.answer
+    reader = ChunkReader()
+    chunks = answer.chunks()
+    try:
+        while (data := await anext(chunks, None)) is not None:
+            idle.touch()
+            events: list[dict[str, Any]] = []
+            for chunk in reader.feed(data):
+                if "error" in chunk and not chunk.get("choices"):
+                    if events:  # the tokens read with the error still reach the client
+                        await responder.chunk(writer.encode(events))
+                    raise stream_error(chunk["error"], attempt.route.backend.name)
+                events.extend(translator.feed(chunk))
+                if translator.first_token_at is not None and not writer.delta_sent:
+                    # Send the first text delta at once: one read from a fast
+                    # backend can hold the whole answer, and translating all
+                    # of it first would hold the first token back.
+                    writer.delta_sent = True
+                    await responder.chunk(writer.encode(events))
+                    events = []
+            if events:  # one write for everything this read produced
+                await responder.chunk(writer.encode(events))
+            if reader.done:
+                answer.complete = True
+                return
+    except (UpstreamProtocolError, BackendError) as exc:
+        raise broken(exc) from None
+    except BadChunk as exc:
+        raise malformed(attempt.route.backend.name, exc) from None
+
+
+class Idle:
+    """Calls ``on_idle`` whenever ``interval`` seconds pass without a
+    :meth:`touch`. One timer per stream, re-armed from the last touch, so a
+    read costs an attribute write, not a timer."""
+
+    __slots__ = ("_handle", "_loop", "interval", "last", "on_idle", "pending")
+
+    def __init__(self, interval: float, on_idle: Callable[[], Awaitable[None]]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.interval = interval
+        self.on_idle = on_idle
+        self.pending: list[asyncio.Task[None]] = []
+        self.last = self._loop.time()
+        self._handle = self._loop.call_at(self.last + interval, self._check)
+
+    def touch(self) -> None:
+        self.last = self._loop.time()
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        if now - self.last >= self.interval:
+            self.pending.append(self._loop.create_task(_run(self.on_idle)))
+            self.last = now
+        self._handle = self._loop.call_at(self.last + self.interval, self._check)
+
+    async def settle(self) -> None:
+        """Let the keep-alives under way finish writing."""
+        if self.pending:
+            pending, self.pending = self.pending, []
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def stop(self) -> None:
+        """No more keep-alives; those already under way finish writing first,
+        so that the stream's last events follow them."""
+        self._handle.cancel()
+        await self.settle()
+
+
+async def _run(on_idle: Callable[[], Awaitable[None]]) -> None:
+    await on_idle()

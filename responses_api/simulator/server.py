@@ -1,0 +1,518 @@
+"""The simulator backend: an OpenAI-compatible Chat Completions server.
+
+A development and test backend (``python manage.py simulator --port N``),
+never used unless configured. Deterministic: the same request gives the same
+answer. What it does is steered by directives in the last user message:
+
+``[[tokens:N]]``          answer with N words (default 16, capped by max_tokens)
+``[[text:...]]``          answer with exactly this text
+``[[reason:...]]``        think this text first (also on when thinking is enabled)
+``[[reason-field:NAME]]``  send reasoning as ``NAME`` (``reasoning_content`` by default,
+                          ``reasoning`` as vLLM ≥ 0.10 and Ollama do)
+``[[call:NAME {json}]]``  call a tool (several directives → parallel calls)
+``[[interleave]]``        stream parallel calls' arguments interleaved, piece by piece
+``[[exec:COMMAND]]``      call Codex's shell tool (``exec_command``) with this command
+``[[edit:PATH OLD=>NEW]]`` call ``apply_patch`` with a patch replacing line OLD by NEW
+``[[write:PATH TEXT]]``   call ``apply_patch`` with a patch adding file PATH holding TEXT
+``[[finish:REASON]]``     end with this finish_reason (``length``, ``content_filter``)
+``[[delay:MS]]``          wait before the first token
+``[[rate:N]]``            stream N tokens per second
+``[[status:CODE]]``       answer with this HTTP error status before streaming
+``[[fail-after:N KIND]]`` break the stream with an error after N tokens; KIND is
+                          ``server`` (default), ``rate_limit`` or ``invalid_prompt``
+``[[drop-after:N]]``      cut the connection after N tokens
+``[[freeform-as-json]]``   a broken server: a custom (freeform) tool's input comes back
+                          JSON-wrapped (``{"input": "{\"input\": ...}"}``); also
+                          ``--break freeform`` for every request
+
+With ``--context-window N`` a prompt over N tokens is refused with a 400, as
+vLLM refuses it.
+
+With a ``json_schema`` response format and no ``[[text:...]]``, the answer is
+a JSON document generated from the schema; with ``json_object``, a small
+object. After a tool result the simulator answers with "Tool result: <output>".
+It models a prefix cache (``cached_tokens`` = the longest prefix of this
+prompt it processed recently) and an optional concurrency limit, and keeps
+counters at ``GET /_sim/stats`` so tests can see what it produced and
+when clients went away, and the last chat requests it received, newest
+first, at ``GET /_sim/requests`` (what the gateway sent a backend: messages,
+tools, ``tool_choice``). No Django imports: it runs in its own process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+import time
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from responses_api.simulator.content import (
+    FAILURES,
+    Stop,
+    call_deltas,
+    codex_calls,
+    freeform_as_json,
+    from_schema,
+    pieces_of,
+    thinking_on,
+    usage_of,
+    words_of,
+)
+
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "seven",
+    "bright",
+    "stars",
+    "watch",
+    "quiet",
+    "rivers",
+    "carry",
+    "silver",
+    "light",
+    "across",
+    "ancient",
+    "valleys",
+    "toward",
+    "distant",
+    "hills",
+]
+REASONING = "Let me think about this step by step before answering."
+DIRECTIVE = re.compile(r"\[\[(\w[\w-]*)(?::(.*?))?\]\]", re.S)
+CACHE_ENTRIES = 256
+RECENT_REQUESTS = 64
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.requests = 0
+        self.completed = 0
+        self.disconnects = 0
+        self.tokens_produced = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.rejected = 0
+        self.last_disconnect_at: float | None = None
+        self.models_requests = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""
+
+
+def _tokens(messages: list[dict[str, Any]], tools: Any) -> list[str]:
+    words: list[str] = []
+    for message in messages:
+        words.append(f"<{message.get('role')}>")
+        words.extend(_text_of(message.get("content")).split())
+        for call in message.get("tool_calls") or ():
+            words.extend(str(call.get("function", {})).split())
+    if tools:
+        words.extend(orjson.dumps(tools).decode().split())
+    return words
+
+
+class Simulator:
+    def __init__(
+        self,
+        *,
+        models: list[str] | None = None,
+        max_concurrency: int = 0,
+        version: str = "switchyard-simulator/1",
+        breaks: Sequence[str] = (),
+        context_window: int = 0,
+    ) -> None:
+        self.models = models or ["sim-model"]
+        self.breaks = frozenset(breaks)
+        self.context_window = context_window
+        self.max_concurrency = max_concurrency
+        self.version = version
+        self.stats = Stats()
+        self.prefix_cache: OrderedDict[str, list[str]] = OrderedDict()
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_REQUESTS)
+
+    # --- ASGI -----------------------------------------------------------------
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        path = scope["path"].rstrip("/")
+        if path in ("/v1/models", "/models"):
+            self.stats.models_requests += 1
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "simulator"}
+                for m in self.models
+            ]
+            await _json(
+                send,
+                200,
+                {"object": "list", "data": data},
+                [(b"x-simulator-version", self.version.encode())],
+            )
+            return
+        if path == "/_sim/stats":
+            await _json(send, 200, self.stats.as_dict())
+            return
+        if path == "/_sim/requests":
+            await _json(send, 200, {"data": list(reversed(self.recent))})
+            return
+        if path == "/health":
+            await _json(send, 200, {"status": "ok"})
+            return
+        if path not in ("/v1/chat/completions", "/chat/completions"):
+            await _json(send, 404, {"error": {"message": "not found", "type": "not_found"}})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        try:
+            request = orjson.loads(body)
+            messages = request["messages"]
+            assert isinstance(messages, list) and messages
+        except Exception:
+            await _json(
+                send,
+                400,
+                {
+                    "error": {
+                        "message": "messages must be a non-empty list",
+                        "type": "invalid_request_error",
+                    }
+                },
+            )
+            return
+        if self.max_concurrency and self.stats.in_flight >= self.max_concurrency:
+            self.stats.rejected += 1
+            await _json(
+                send,
+                429,
+                {
+                    "error": {
+                        "message": "simulator is at its concurrency limit",
+                        "type": "rate_limit",
+                    }
+                },
+                [(b"retry-after", b"1")],
+            )
+            return
+        self.recent.append(request)
+        self.stats.requests += 1
+        self.stats.in_flight += 1
+        self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+        try:
+            await self._complete(request, send, receive)
+        finally:
+            self.stats.in_flight -= 1
+
+    # --- behaviour ------------------------------------------------------------------
+
+    def plan(self, request: dict[str, Any]) -> dict[str, Any]:
+        messages = request["messages"]
+        last = messages[-1]
+        last_user: dict[str, Any] = next(
+            (m for m in reversed(messages) if m.get("role") == "user"), {}
+        )
+        directives: dict[str, list[str]] = {}
+        for name, value in DIRECTIVE.findall(_text_of(last_user.get("content"))):
+            directives.setdefault(name, []).append(value)
+        max_tokens = request.get("max_tokens") or request.get("max_completion_tokens")
+        thinking = bool(directives.get("reason")) or thinking_on(request)
+        fail = (directives.get("fail-after") or ["-1"])[0].split()
+        plan: dict[str, Any] = {
+            "reasoning": (directives.get("reason") or [""])[0] or (REASONING if thinking else ""),
+            "reasoning_field": (directives.get("reason-field") or ["reasoning_content"])[0],
+            "calls": [],
+            "interleave": "interleave" in directives,
+            "delay": float((directives.get("delay") or ["0"])[0]) / 1000,
+            "rate": float((directives.get("rate") or ["0"])[0]),
+            "status": int((directives.get("status") or ["0"])[0]),
+            "fail_after": int(fail[0]),
+            "fail_kind": fail[1] if len(fail) > 1 else "server",
+            "drop_after": int((directives.get("drop-after") or ["-1"])[0]),
+        }
+        response_format = request.get("response_format") or {}
+        if last.get("role") == "tool":
+            text = f"Tool result: {_text_of(last.get('content'))}"
+            words = words_of(text)
+        elif "text" in directives:
+            words = words_of(directives["text"][0])
+        elif response_format.get("type") == "json_schema":
+            schema = (response_format.get("json_schema") or {}).get("schema") or {}
+            words = words_of(json.dumps(from_schema(schema, schema)))
+        elif response_format.get("type") == "json_object":
+            words = words_of('{"answer": "the quick brown fox"}')
+        else:
+            count = int((directives.get("tokens") or ["16"])[0])
+            seed = int(hashlib.sha256(_text_of(last_user.get("content")).encode()).hexdigest(), 16)
+            words = [WORDS[(seed + i) % len(WORDS)] + " " for i in range(count)]
+            if words:
+                words[-1] = words[-1].rstrip()
+        if last.get("role") != "tool":
+            tool_names = {t.get("function", {}).get("name") for t in request.get("tools") or ()}
+            for value in directives.get("call", ()):
+                name, _, arguments = value.strip().partition(" ")
+                if name in tool_names:
+                    plan["calls"].append((name, arguments.strip() or "{}"))
+            plan["calls"].extend(codex_calls(directives, tool_names))
+            if "freeform-as-json" in directives or "freeform" in self.breaks:
+                plan["calls"] = freeform_as_json(plan["calls"], request.get("tools") or ())
+            if plan["calls"]:
+                words = []
+        finish = "tool_calls" if plan["calls"] else "stop"
+        if directives.get("finish"):
+            finish = directives["finish"][0]
+        if max_tokens is not None and len(words) > max_tokens:
+            words = words[:max_tokens]
+            finish = "length"
+        plan["words"] = words
+        plan["finish"] = finish
+        return plan
+
+    def prompt_usage(self, request: dict[str, Any]) -> tuple[int, int]:
+        tokens = _tokens(request["messages"], request.get("tools"))
+        best = 0
+        for cached in self.prefix_cache.values():
+            n = 0
+            for a, b in zip(cached, tokens, strict=False):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        key = hashlib.sha1(" ".join(tokens).encode()).hexdigest()
+        self.prefix_cache[key] = tokens
+        self.prefix_cache.move_to_end(key)
+        while len(self.prefix_cache) > CACHE_ENTRIES:
+            self.prefix_cache.popitem(last=False)
+        return len(tokens), best
+
+    async def _complete(self, request: dict[str, Any], send, receive) -> None:
+        plan = self.plan(request)
+        if plan["status"]:
+            await _json(
+                send,
+                plan["status"],
+                {"error": {"message": f"simulated {plan['status']}", "type": "simulated"}},
+            )
+            return
+        prompt_tokens, cached = self.prompt_usage(request)
+        if self.context_window and prompt_tokens > self.context_window:
+            message = (
+                f"This model's maximum context length is {self.context_window} tokens. "
+                f"However, your request has {prompt_tokens} input tokens."
+            )
+            await _json(send, 400, {"error": {"message": message, "type": "BadRequestError"}})
+            return
+        model = request.get("model", self.models[0])
+        created = int(time.time())
+        cid = "chatcmpl-" + hashlib.sha1(f"{time.time_ns()}".encode()).hexdigest()[:24]
+        if not request.get("stream"):
+            await asyncio.sleep(plan["delay"])
+            await self._respond_json(
+                request, plan, send, model, created, cid, prompt_tokens, cached
+            )
+            return
+        disconnected = asyncio.Event()
+
+        async def watch() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    disconnected.set()
+                    return
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await self._stream(
+                request, plan, send, model, created, cid, prompt_tokens, cached, disconnected
+            )
+        except (OSError, asyncio.CancelledError):
+            self._note_disconnect()
+            raise
+        finally:
+            watcher.cancel()
+
+    def _note_disconnect(self) -> None:
+        self.stats.disconnects += 1
+        self.stats.last_disconnect_at = time.time()
+
+    async def _stream(
+        self,
+        request,
+        plan,
+        send,
+        model,
+        created,
+        cid,
+        prompt_tokens,
+        cached,
+        disconnected: asyncio.Event,
+    ) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        head = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
+        interval = 1.0 / plan["rate"] if plan["rate"] else 0.0
+        produced = 0
+
+        async def emit(delta: dict[str, Any], finish: str | None = None) -> bool:
+            nonlocal produced
+            if disconnected.is_set():
+                return False
+            chunk = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": b"data: " + orjson.dumps(chunk) + b"\n\n",
+                    "more_body": True,
+                }
+            )
+            return True
+
+        async def pace(first: bool) -> bool:
+            if first and plan["delay"]:
+                await _sleep_or_disconnect(plan["delay"], disconnected)
+            elif interval:
+                await _sleep_or_disconnect(interval, disconnected)
+            else:
+                await asyncio.sleep(0)
+            return not disconnected.is_set()
+
+        async def token(delta: dict[str, Any]) -> bool:
+            nonlocal produced
+            if not await pace(produced == 0):
+                return False
+            if produced == plan["fail_after"]:
+                error = FAILURES.get(plan["fail_kind"], FAILURES["server"])
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "more_body": True,
+                        "body": b"data: " + orjson.dumps({"error": error}) + b"\n\n",
+                    }
+                )
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                raise Stop
+            if produced == plan["drop_after"]:
+                raise ConnectionResetError("simulated drop")
+            if not await emit(delta):
+                return False
+            produced += 1
+            self.stats.tokens_produced += 1
+            return True
+
+        try:
+            if not await emit({"role": "assistant", "content": ""}):
+                return self._note_disconnect()
+            reasoning_words = words_of(plan["reasoning"]) if plan["reasoning"] else []
+            for word in reasoning_words:
+                if not await token({plan["reasoning_field"]: word}):
+                    return self._note_disconnect()
+            for word in plan["words"]:
+                if not await token({"content": word}):
+                    return self._note_disconnect()
+            for delta, counts in call_deltas(plan["calls"], cid, plan["interleave"]):
+                sent = await token(delta) if counts else await emit(delta)
+                if not sent:
+                    return self._note_disconnect()
+            if not await emit({}, plan["finish"]):
+                return self._note_disconnect()
+            if (request.get("stream_options") or {}).get("include_usage"):
+                usage = usage_of(prompt_tokens, cached, produced, len(reasoning_words))
+                chunk = {**head, "choices": [], "usage": usage}
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": b"data: " + orjson.dumps(chunk) + b"\n\n",
+                        "more_body": True,
+                    }
+                )
+            await send(
+                {"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False}
+            )
+            self.stats.completed += 1
+        except Stop:
+            return
+
+    async def _respond_json(
+        self, request, plan, send, model, created, cid, prompt_tokens, cached
+    ) -> None:
+        reasoning_words = words_of(plan["reasoning"]) if plan["reasoning"] else []
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(plan["words"]) or None}
+        if reasoning_words:
+            message["reasoning_content"] = plan["reasoning"]
+        produced = len(plan["words"]) + len(reasoning_words)
+        if plan["calls"]:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{index}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+                for index, (name, arguments) in enumerate(plan["calls"])
+            ]
+            produced += sum(len(list(pieces_of(a, 7))) for _, a in plan["calls"])
+        self.stats.tokens_produced += produced
+        self.stats.completed += 1
+        body = {
+            "id": cid,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": plan["finish"]}],
+            "usage": usage_of(prompt_tokens, cached, produced, len(reasoning_words)),
+        }
+        await _json(send, 200, body)
+
+
+async def _sleep_or_disconnect(seconds: float, disconnected: asyncio.Event) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(disconnected.wait(), timeout=seconds)
+
+
+async def _json(send, status: int, data: Any, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": orjson.dumps(data)})
