@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -309,17 +310,22 @@ def check(root: Path) -> list[str]:
     return problems
 
 
-def main(argv: list[str]) -> int:
+def run(argv: list[str], check: Callable[[Path], list[str]], passed: str) -> int:
+    """Print what ``check`` finds under the repository (or ``argv[1]``);
+    exit status 1 when it finds anything."""
     root = Path(argv[1]).resolve() if len(argv) > 1 else Path(__file__).resolve().parent.parent
     problems = check(root)
-    if problems:
-        print("\n".join(problems))
-        return 1
-    print(
+    print("\n".join(problems) if problems else passed)
+    return 1 if problems else 0
+
+
+def main(argv: list[str]) -> int:
+    return run(
+        argv,
+        check,
         f"Imports OK: no cycles, no upward imports between {', '.join(LAYERS)}, "
-        f"nor between the parts of {INNER_APP} ({PARTS_ORDER})."
+        f"nor between the parts of {INNER_APP} ({PARTS_ORDER}).",
     )
-    return 0
 
 
 if __name__ == "__main__":

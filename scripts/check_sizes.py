@@ -22,7 +22,7 @@ import ast
 import sys
 from pathlib import Path
 
-from check_imports import product_modules
+from check_imports import product_modules, run
 
 MAX_LINES = 400
 MAX_ATTRIBUTES = 20
@@ -102,16 +102,12 @@ def check(root: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1]).resolve() if len(argv) > 1 else Path(__file__).resolve().parent.parent
-    problems = check(root)
-    if problems:
-        print("\n".join(problems))
-        return 1
-    print(
+    return run(
+        argv,
+        check,
         f"Sizes OK: no product module over {MAX_LINES} lines, "
-        f"no class over {MAX_ATTRIBUTES} attributes but the models."
+        f"no class over {MAX_ATTRIBUTES} attributes but the models.",
     )
-    return 0
 
 
 if __name__ == "__main__":

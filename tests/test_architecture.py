@@ -176,3 +176,52 @@ def test_a_part_of_the_api_not_placed_in_the_layers_is_reported(tmp_path):
     assert check_imports.check(tmp_path) == [
         "Unplaced part: responses_api.misc (add it to PARTS in scripts/check_imports.py)"
     ]
+
+
+def _load_check_sizes():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        sizes_spec = importlib.util.spec_from_file_location(
+            "check_sizes", SCRIPT.parent / "check_sizes.py"
+        )
+        assert sizes_spec and sizes_spec.loader
+        module = importlib.util.module_from_spec(sizes_spec)
+        sizes_spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+
+
+check_sizes = _load_check_sizes()
+
+
+def test_product_modules_and_classes_stay_small():
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT.parent / "check_sizes.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_long_modules_and_classes_with_many_attributes_are_reported(tmp_path):
+    many = "\n".join(f"    a{i} = {i}" for i in range(15))
+    more = many.replace("a", "c")
+    on_self = "\n".join(f"        self.b{i} = {i}" for i in range(6))
+    write_tree(
+        tmp_path,
+        {
+            "responses_api/long.py": "x = 1\n" * 401,
+            "responses_api/just.py": "x = 1\n" * 400,
+            "responses_api/wide.py": f"class Wide:\n{many}\n    def __init__(self):\n{on_self}\n",
+            "responses_api/row.py": "from pydantic import BaseModel\n"
+            f"class Base(BaseModel):\n    pass\nclass Row(Base):\n{many}\n{more}\n",
+            "responses_api/models.py": f"class Table:\n{many}\n{more}\n",
+        },
+    )
+    assert check_sizes.check(tmp_path) == [
+        "responses_api/long.py: 401 lines (at most 400)",
+        "responses_api/wide.py:1: class Wide has 21 attributes (at most 20)",
+    ]
