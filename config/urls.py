@@ -2,14 +2,15 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from responses_api import views
+from responses_api.gateway import routes
 
 urlpatterns = [
     path("healthz", views.healthz),
     path("readyz", views.readyz),
     path("metrics", views.metrics),
-    # The API itself is routed to its consumer in config/asgi.py, except these two.
-    re_path(r"^(?:api/)?v1/openapi\.json$", views.openapi_json),
-    re_path(r"^(?:api/)?v1/docs/?$", views.api_docs),
+    # The API itself is routed to its consumer in config/asgi.py, except its pages.
+    re_path(routes.SCHEMA_PAGE.url_pattern(), views.openapi_json),
+    re_path(routes.DOCS_PAGE.url_pattern(), views.api_docs),
     # The management API; config/asgi.py routes this prefix to Django. Named,
     # not imported: Django imports it on its first request (or the first
     # ``reverse()``), so that a web process serving only inference does not

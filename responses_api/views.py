@@ -103,7 +103,9 @@ def docs_page(*, schema_url: str, title: str) -> HttpResponse:
 
 def api_docs(request: HttpRequest) -> HttpResponse:
     """Interactive API reference, rendered in the browser from the vendored Swagger UI."""
-    return docs_page(schema_url="/api/v1/openapi.json", title="Switchyard API reference")
+    from responses_api.gateway.routes import PREFIXES, SCHEMA_PAGE
+
+    return docs_page(schema_url=PREFIXES[0] + SCHEMA_PAGE.path, title="Switchyard API reference")
 
 
 def home(request: HttpRequest) -> HttpResponse:

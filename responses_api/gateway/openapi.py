@@ -1,5 +1,9 @@
 """The OpenAPI 3.1 description of the public API, built at runtime.
 
+Its paths are those of the route table the consumer dispatches on
+(:data:`routes.ROUTES`), each described beside its handler there, so the
+document lists exactly what is served.
+
 The request body of ``POST /responses`` is the JSON Schema of
 :class:`protocol.CreateResponse`, the very model the API validates with, so the
 document cannot drift from the validation. Responses have no pydantic model
@@ -10,9 +14,11 @@ as far as clients rely on them.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from responses_api.gateway.routes import PREFIXES, ROUTES, Operation, Schema
 from responses_api.protocol.body import REFUSAL_MESSAGES, CreateResponse
 from responses_api.protocol.errors import ERROR_SCHEMA
 
@@ -153,29 +159,66 @@ REQUEST_ID = {
 }
 
 ERRORS = {
-    "400": "Invalid request: malformed JSON, an unknown or refused parameter, a bad value.",
-    "401": "Missing, unknown, revoked or expired API key.",
-    "403": "The key may not use this model.",
-    "404": "Unknown model, route or response id.",
-    "405": "Method not allowed on this path.",
-    "413": "The request body is too large.",
-    "415": "The body is not JSON.",
-    "429": "Rate limited; see Retry-After.",
-    "502": "The backend answered badly.",
-    "503": "No backend can serve now, or this server is shutting down; see Retry-After.",
-    "504": "The backend timed out.",
+    400: "Invalid request: malformed JSON, an unknown or refused parameter, a bad value.",
+    401: "Missing, unknown, revoked or expired API key.",
+    403: "The key may not use this model.",
+    404: "Unknown model, route or response id.",
+    405: "Method not allowed on this path.",
+    413: "The request body is too large.",
+    415: "The body is not JSON.",
+    429: "Rate limited; see Retry-After.",
+    502: "The backend answered badly.",
+    503: "No backend can serve now, or this server is shutting down; see Retry-After.",
+    504: "The backend timed out.",
 }
+ERROR_CONTENT = {"application/json": "Error"}
 
 
-def _error_responses(*codes: str) -> dict[str, Any]:
+def _schema(schema: Schema) -> Any:
+    return _ref(schema) if isinstance(schema, str) else schema
+
+
+def _answer(description: str, content: Mapping[str, Schema]) -> dict[str, Any]:
     return {
-        code: {
-            "description": ERRORS[code],
-            "headers": REQUEST_ID,
-            "content": {"application/json": {"schema": _ref("Error")}},
-        }
-        for code in codes
+        "description": description,
+        "headers": REQUEST_ID,
+        "content": {media: {"schema": _schema(schema)} for media, schema in content.items()},
     }
+
+
+def _operation(operation: Operation) -> dict[str, Any]:
+    described: dict[str, Any] = {
+        "operationId": operation.operation_id,
+        "summary": operation.summary,
+    }
+    if operation.description:
+        described["description"] = operation.description
+    if operation.request:
+        described["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": _ref(operation.request)}},
+        }
+    errors = {str(code): _answer(ERRORS[code], ERROR_CONTENT) for code in operation.errors}
+    described["responses"] = {"200": _answer(operation.answer, operation.content), **errors}
+    return described
+
+
+def _paths() -> dict[str, Any]:
+    """The routes' described operations. A route with none (a path of
+    OpenAI's API refused here) is left out: clients should not call it."""
+    paths: dict[str, Any] = {}
+    for route in ROUTES:
+        described = {
+            method.lower(): _operation(operation) for method, operation in route.described().items()
+        }
+        if not described:
+            continue
+        parameters = [
+            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+            for name in route.parameters()
+        ]
+        paths[route.path] = {"parameters": parameters, **described} if parameters else described
+    return paths
 
 
 def _request_schemas() -> dict[str, Any]:
@@ -203,13 +246,6 @@ def _request_schemas() -> dict[str, Any]:
 
 @cache
 def openapi_schema() -> dict[str, Any]:
-    response_id = {
-        "name": "response_id",
-        "in": "path",
-        "required": True,
-        "schema": {"type": "string"},
-    }
-    stored = "Only for organisations whose retention policy stores responses; otherwise 404."
     return {
         "openapi": "3.1.0",
         "info": {
@@ -221,97 +257,9 @@ def openapi_schema() -> dict[str, Any]:
                 "(or `/api/v1`) and a Switchyard API key."
             ),
         },
-        "servers": [{"url": "/api/v1"}, {"url": "/v1"}],
+        "servers": [{"url": prefix} for prefix in PREFIXES],
         "security": [{"bearerAuth": []}, {"apiKeyHeader": []}],
-        "paths": {
-            "/responses": {
-                "post": {
-                    "operationId": "createResponse",
-                    "summary": "Create a response (JSON, or Server-Sent Events with stream: true)",
-                    "requestBody": {
-                        "required": True,
-                        "content": {"application/json": {"schema": _ref("CreateResponse")}},
-                    },
-                    "responses": {
-                        "200": {
-                            "description": (
-                                "The response; with `stream: true` an event stream of "
-                                "`response.*` events ending in `response.completed`, "
-                                "`response.incomplete` or `response.failed`."
-                            ),
-                            "headers": REQUEST_ID,
-                            "content": {
-                                "application/json": {"schema": _ref("Response")},
-                                # OpenAPI 3.1: for an event stream, the schema of one event.
-                                "text/event-stream": {"schema": _ref("StreamEvent")},
-                            },
-                        },
-                        **_error_responses(
-                            "400", "401", "403", "404", "413", "415", "429", "502", "503", "504"
-                        ),
-                    },
-                }
-            },
-            "/models": {
-                "get": {
-                    "operationId": "listModels",
-                    "summary": "The organisation's models that have a backend",
-                    "responses": {
-                        "200": {
-                            "description": "The models, in OpenAI's list format.",
-                            "headers": REQUEST_ID,
-                            "content": {"application/json": {"schema": _ref("ModelList")}},
-                        },
-                        **_error_responses("401"),
-                    },
-                }
-            },
-            "/responses/{response_id}": {
-                "parameters": [response_id],
-                "get": {
-                    "operationId": "getResponse",
-                    "summary": "Retrieve a stored response",
-                    "description": stored,
-                    "responses": {
-                        "200": {
-                            "description": "The stored response.",
-                            "headers": REQUEST_ID,
-                            "content": {"application/json": {"schema": _ref("Response")}},
-                        },
-                        **_error_responses("401", "404"),
-                    },
-                },
-                "delete": {
-                    "operationId": "deleteResponse",
-                    "summary": "Delete a stored response",
-                    "description": stored,
-                    "responses": {
-                        "200": {
-                            "description": "Deleted.",
-                            "headers": REQUEST_ID,
-                            "content": {"application/json": {"schema": {"type": "object"}}},
-                        },
-                        **_error_responses("401", "404"),
-                    },
-                },
-            },
-            "/responses/{response_id}/input_items": {
-                "parameters": [response_id],
-                "get": {
-                    "operationId": "listInputItems",
-                    "summary": "The input items of a stored response",
-                    "description": stored,
-                    "responses": {
-                        "200": {
-                            "description": "The input items, in OpenAI's list format.",
-                            "headers": REQUEST_ID,
-                            "content": {"application/json": {"schema": {"type": "object"}}},
-                        },
-                        **_error_responses("401", "404"),
-                    },
-                },
-            },
-        },
+        "paths": _paths(),
         "components": {
             "securitySchemes": {
                 "bearerAuth": {

@@ -1,16 +1,19 @@
-"""The API's routes: the one table that says which paths the API serves.
+"""The API's routes: the one table that says which paths the API serves and
+how its OpenAPI document (``openapi.py``) describes each of them.
 
-Every route is served under both prefixes, ``/v1`` and ``/api/v1``. The
-ASGI router (``config/asgi.py``) sends every path under them to the API's
-consumer, except :data:`DJANGO_PATHS` (the schema and docs pages, which are
-Django views) and the management API under :data:`DJANGO_PREFIX` (Django
-REST framework); the consumer resolves the rest here.
+Every route is served under both :data:`PREFIXES`. The ASGI router
+(``config/asgi.py``) sends every path under them to the API's consumer, except
+:data:`PAGES` (the schema and docs pages, which are Django views) and the
+management API under :data:`DJANGO_PREFIX` (Django REST framework); the
+consumer resolves the rest here.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from responses_api.gateway.call import Handler
 from responses_api.gateway.endpoints import (
@@ -23,39 +26,164 @@ from responses_api.gateway.endpoints import (
 from responses_api.gateway.relay import create_response
 from responses_api.protocol.errors import ApiError
 
+# A schema of a body: the name of one in the document's components, or inline.
+Schema = str | Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One method of a route. Without an ``operation_id`` it is answered but
+    left out of the document: paths of OpenAI's API this server refuses."""
+
+    handler: Handler
+    operation_id: str = ""
+    summary: str = ""
+    description: str | None = None
+    request: str | None = None  # the schema of the JSON request body
+    answer: str = ""  # what the 200 answer is
+    content: Mapping[str, Schema] = field(default_factory=dict)  # of the 200, by media type
+    errors: tuple[int, ...] = ()  # the error statuses it may answer
+
+
+PARAMETER = re.compile(r"\{(\w+)\}")
+
 
 @dataclass(frozen=True, slots=True)
 class Route:
     path: str  # ``{name}`` is a path parameter: one segment
-    methods: dict[str, Handler]  # ``"*"``: any method
+    methods: Mapping[str, Operation]  # ``"*"``: any method
 
     def pattern(self) -> re.Pattern[str]:
-        regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", self.path)
+        regex = PARAMETER.sub(r"(?P<\1>[^/]+)", self.path)
         return re.compile(f"^{regex}/?$")
+
+    def parameters(self) -> list[str]:
+        return PARAMETER.findall(self.path)
+
+    def described(self) -> dict[str, Operation]:
+        """Its operations that the OpenAPI document describes, by method."""
+        return {method: op for method, op in self.methods.items() if op.operation_id}
+
+
+REFUSED = Operation(not_served)
+
+
+def _stored(
+    handler: Handler, operation_id: str, summary: str, *, answer: str, schema: Schema
+) -> Operation:
+    """An operation on a stored response: one only organisations that store
+    responses have, all others getting the 404 of an unknown response."""
+    return Operation(
+        handler,
+        operation_id,
+        summary,
+        "Only for organisations whose retention policy stores responses; otherwise 404.",
+        answer=answer,
+        content={"application/json": schema},
+        errors=(401, 404),
+    )
 
 
 ROUTES: tuple[Route, ...] = (
-    Route("/responses", {"POST": create_response}),
-    Route("/models", {"GET": list_models}),
-    Route("/responses/compact", {"*": not_served}),
-    Route("/responses/input_tokens", {"*": not_served}),
-    Route("/responses/{response_id}", {"GET": retrieve_response, "DELETE": delete_response}),
-    Route("/responses/{response_id}/input_items", {"GET": list_input_items}),
+    Route(
+        "/responses",
+        {
+            "POST": Operation(
+                create_response,
+                "createResponse",
+                "Create a response (JSON, or Server-Sent Events with stream: true)",
+                request="CreateResponse",
+                answer=(
+                    "The response; with `stream: true` an event stream of "
+                    "`response.*` events ending in `response.completed`, "
+                    "`response.incomplete` or `response.failed`."
+                ),
+                content={
+                    "application/json": "Response",
+                    # OpenAPI 3.1: for an event stream, the schema of one event.
+                    "text/event-stream": "StreamEvent",
+                },
+                errors=(400, 401, 403, 404, 413, 415, 429, 502, 503, 504),
+            )
+        },
+    ),
+    Route(
+        "/models",
+        {
+            "GET": Operation(
+                list_models,
+                "listModels",
+                "The organisation's models that have a backend",
+                answer="The models, in OpenAI's list format.",
+                content={"application/json": "ModelList"},
+                errors=(401,),
+            )
+        },
+    ),
+    Route("/responses/compact", {"*": REFUSED}),
+    Route("/responses/input_tokens", {"*": REFUSED}),
+    Route(
+        "/responses/{response_id}",
+        {
+            "GET": _stored(
+                retrieve_response,
+                "getResponse",
+                "Retrieve a stored response",
+                answer="The stored response.",
+                schema="Response",
+            ),
+            "DELETE": _stored(
+                delete_response,
+                "deleteResponse",
+                "Delete a stored response",
+                answer="Deleted.",
+                schema={"type": "object"},
+            ),
+        },
+    ),
+    Route(
+        "/responses/{response_id}/input_items",
+        {
+            "GET": _stored(
+                list_input_items,
+                "listInputItems",
+                "The input items of a stored response",
+                answer="The input items, in OpenAI's list format.",
+                schema={"type": "object"},
+            )
+        },
+    ),
 )
 
-# Under the API's prefixes but served by Django (``config/urls.py``).
-DJANGO_PATHS = ("/openapi.json", "/docs")
+PREFIXES = ("/api/v1", "/v1")
+PREFIX = re.compile(r"^/(?:api/)?v1(?=/|$)")
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A path under the API's prefixes that a Django view serves (``config/urls.py``)."""
+
+    path: str
+    slash: bool  # whether a trailing slash finds it too
+
+    def url_pattern(self) -> str:
+        """Its ``re_path`` regex, under either prefix."""
+        return rf"^(?:api/)?v1{re.escape(self.path)}{'/?' if self.slash else ''}$"
+
+
+SCHEMA_PAGE = Page("/openapi.json", slash=False)
+DOCS_PAGE = Page("/docs", slash=True)
+PAGES = (SCHEMA_PAGE, DOCS_PAGE)
 # The management API (``admin_api``), served by Django under this prefix only.
 DJANGO_PREFIX = "/api/v1/admin"
 
-PREFIX = re.compile(r"^/(?:api/)?v1(?=/|$)")
 _COMPILED = tuple((route, route.pattern()) for route in ROUTES)
 
 
 def asgi_pattern() -> str:
     """The path regex (``re_path`` style, no leading slash) of everything the
     API's consumer serves."""
-    django = "|".join(re.escape(p.lstrip("/")) + "/?$" for p in DJANGO_PATHS)
+    django = "|".join(re.escape(page.path.lstrip("/")) + "/?$" for page in PAGES)
     management = re.escape(DJANGO_PREFIX.lstrip("/"))
     return rf"^(?!{management}(?:/|$))(?:api/)?v1(?:$|/(?!(?:{django})))"
 
@@ -75,18 +203,18 @@ def resolve(path: str, method: str) -> Match:
         found = pattern.match(endpoint)
         if found is None:
             continue
-        handler = route.methods.get(method) or route.methods.get("*")
-        if handler is None:
+        operation = route.methods.get(method) or route.methods.get("*")
+        if operation is None:
             allowed = ", ".join(route.methods)
             return Match(endpoint, None, {}, _method_not_allowed(method, allowed))
-        return Match(endpoint, handler, found.groupdict(), None)
+        return Match(endpoint, operation.handler, found.groupdict(), None)
     return Match(endpoint, None, {}, _not_found(endpoint))
 
 
 def _not_found(endpoint: str) -> ApiError:
     return ApiError(
         404,
-        f"Unknown request URL: {endpoint}. See /api/v1/docs for the API's routes.",
+        f"Unknown request URL: {endpoint}. See {PREFIXES[0]}{DOCS_PAGE.path} for the API's routes.",
         code="unknown_url",
     )
 
