@@ -27,11 +27,15 @@ from accounts.limits import SPEND_FIELDS, audit_value, spend_limit_clean
 from accounts.models import AdminApiKey, ApiKey, AuditEntry, Invitation, Membership, Organisation
 from accounts.signals import api_key_changed, organisation_settings_changed
 from accounts.validation import (
+    Check,
     account_for_email,
-    count_field,
+    choice_field,
     email_field,
     expiry_field,
-    refuse_unknown,
+    fields_clean,
+    list_field,
+    optional_count,
+    required_count,
     role_field,
     text_field,
 )
@@ -73,34 +77,26 @@ def organisation_ensure(
     return org, created
 
 
-SETTINGS_FIELDS = (
-    "name",
-    "retention_policy",
-    "store_ttl_hours",
-    "usage_retention_days",
-    "default_rpm",
-    "default_tpm",
-    "default_concurrency",
-    *SPEND_FIELDS,
-)
-
-
-def _settings_clean(data: Mapping[str, object]) -> dict[str, object]:
-    refuse_unknown(data, SETTINGS_FIELDS)
-    clean: dict[str, object] = {}
-    for field, value in data.items():
-        if field == "name":
-            clean[field] = text_field(value, field=field, message="The organisation needs a name.")
-        elif field == "retention_policy":
-            if value not in Organisation.Retention.values:
-                raise ValidationError({field: "Pick one of the retention policies."})
-            clean[field] = value
-        elif field in SPEND_FIELDS:
-            clean[field] = spend_limit_clean(field, value)
-        else:
-            optional = field.startswith("default_")
-            clean[field] = count_field(value, field=field, optional=optional)
-    return clean
+# The settings a change may name, in the order the console shows them.
+SETTINGS_CHECKS: dict[str, Check] = {
+    "name": lambda field, value: text_field(
+        value, field=field, message="The organisation needs a name."
+    ),
+    "retention_policy": lambda field, value: choice_field(
+        value,
+        field=field,
+        choices=Organisation.Retention.values,
+        message="Pick one of the retention policies.",
+    ),
+    "store_ttl_hours": required_count,
+    "usage_retention_days": required_count,
+    # Empty: no default limit for the organisation's keys.
+    "default_rpm": optional_count,
+    "default_tpm": optional_count,
+    "default_concurrency": optional_count,
+    **dict.fromkeys(SPEND_FIELDS, spend_limit_clean),
+}
+SETTINGS_FIELDS = tuple(SETTINGS_CHECKS)
 
 
 @transaction.atomic
@@ -112,7 +108,7 @@ def organisation_settings_update(
 
     Every key of the organisation carries its limits and retention in the
     API's cache, hence the signal."""
-    clean = _settings_clean(data)
+    clean = fields_clean(data, SETTINGS_CHECKS)
     organisation = Organisation.objects.select_for_update().get(pk=organisation.pk)
     changes = {
         field: [audit_value(getattr(organisation, field)), audit_value(value)]
@@ -425,38 +421,26 @@ def invitation_join(
 
 # --- API keys --------------------------------------------------------------------
 
-KEY_FIELDS = (
-    "name",
-    "allowed_models",
-    "rpm",
-    "tpm",
-    "concurrency",
-    "expires_at",
-    "monthly_budget",
-    "monthly_tokens",
-)
+
+def _model_ids(field: str, value: object) -> list[str]:
+    """Model ids as given (none: every model), each once, sorted."""
+    models = list_field(value, field=field, message="A list of model ids.")
+    if any(not isinstance(m, str) or not m or m != m.strip() for m in models):
+        raise ValidationError({field: "A list of model ids."})
+    return sorted(set(models))
 
 
-def _key_clean(data: Mapping[str, object]) -> dict[str, Any]:
-    refuse_unknown(data, KEY_FIELDS)
-    clean: dict[str, Any] = {}
-    for field, value in data.items():
-        if field == "name":
-            clean[field] = text_field(value, field=field, message="Give the key a name.")
-        elif field == "allowed_models":
-            if isinstance(value, str) or not isinstance(value, Iterable):
-                raise ValidationError({field: "A list of model ids."})
-            models = [m for m in value if isinstance(m, str)]
-            if len(models) != len(list(value)) or any(not m or m != m.strip() for m in models):
-                raise ValidationError({field: "A list of model ids."})
-            clean[field] = sorted(set(models))
-        elif field == "expires_at":
-            clean[field] = expiry_field(value, field=field)
-        elif field.startswith("monthly_"):
-            clean[field] = spend_limit_clean(field, value)
-        else:
-            clean[field] = count_field(value, field=field)
-    return clean
+KEY_CHECKS: dict[str, Check] = {
+    "name": lambda field, value: text_field(value, field=field, message="Give the key a name."),
+    "allowed_models": _model_ids,
+    # Empty: the organisation's default.
+    "rpm": optional_count,
+    "tpm": optional_count,
+    "concurrency": optional_count,
+    "expires_at": lambda field, value: expiry_field(value, field=field),
+    "monthly_budget": spend_limit_clean,
+    "monthly_tokens": spend_limit_clean,
+}
 
 
 def _key_details(key: ApiKey) -> dict[str, Any]:
@@ -491,7 +475,7 @@ def api_key_create(
 
     ``created_by`` is whose key it is (a developer may revoke their own);
     it defaults to the actor."""
-    clean = _key_clean(
+    clean = fields_clean(
         {
             "name": name,
             "allowed_models": list(allowed_models),
@@ -501,7 +485,8 @@ def api_key_create(
             "expires_at": expires_at,
             "monthly_budget": monthly_budget,
             "monthly_tokens": monthly_tokens,
-        }
+        },
+        KEY_CHECKS,
     )
     raw = generate_key()
     key = ApiKey.objects.create(
@@ -525,7 +510,7 @@ def api_key_create(
 def api_key_update(*, api_key: ApiKey, actor: Actor, data: Mapping[str, object]) -> ApiKey:
     """Rename a key or change what it may do (only the fields given); a
     change that changes nothing writes nothing."""
-    clean = _key_clean(data)
+    clean = fields_clean(data, KEY_CHECKS)
     changed = [field for field, value in clean.items() if getattr(api_key, field) != value]
     if not changed:
         return api_key

@@ -10,8 +10,9 @@ forget the organisation at once. Bad input raises
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -20,6 +21,17 @@ from django.db import transaction
 from accounts.access import is_platform_staff
 from accounts.audit import CLI, Actor, audit_record
 from accounts.models import AuditEntry, Organisation
+from accounts.validation import (
+    FieldErrors,
+    choice_field,
+    count_field,
+    flag_field,
+    list_field,
+    one_word,
+    refuse_unknown,
+    text_field,
+    whole_field,
+)
 from responses_api.catalogue import catalog
 from responses_api.catalogue.addresses import base_url_error
 from responses_api.models import (
@@ -30,8 +42,6 @@ from responses_api.models import (
     ServedModel,
 )
 from responses_api.runtime.secrets import encrypt
-
-Errors = dict[str, list[str]]
 
 
 def _forget(organisation_id: int | None) -> None:
@@ -47,19 +57,6 @@ def _forget_deployed(model: ServedModel, backend: Backend) -> None:
         model.deployments.filter(backend__organisation__isnull=True).exists()
     )
     _forget(None if shared else model.organisation_id)
-
-
-def _raise(errors: Errors) -> None:
-    if errors:
-        raise ValidationError(errors)
-
-
-def _positive(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def _unknown(data: Mapping[str, object], allowed: Iterable[str]) -> Errors:
-    return {name: ["This field cannot be changed."] for name in sorted(set(data) - set(allowed))}
 
 
 # --- Backends ----------------------------------------------------------------
@@ -105,31 +102,44 @@ def _backend_clean(
     """Check a backend's fields (all of them, as they would be saved). The
     address is looked up only when ``check_address``: a new backend, a new
     URL or a narrower policy."""
-    errors: Errors = {}
-    name = values["name"].strip() if isinstance(values["name"], str) else ""
-    if not name or len(name) > 100:
-        errors["name"] = ["Give the backend a name of at most 100 characters."]
-    elif _backend_name_taken(organisation_id=organisation_id, backend_id=backend_id, name=name):
-        errors["name"] = [f"A backend named “{name}” exists already."]
+    errors = FieldErrors()
+    message = "Give the backend a name of at most 100 characters."
+    name = errors.check(
+        lambda: text_field(
+            values["name"], field="name", message=message, max_length=100, too_long=message
+        ),
+        "",
+    )
+    if name and _backend_name_taken(
+        organisation_id=organisation_id, backend_id=backend_id, name=name
+    ):
+        errors.add("name", f"A backend named “{name}” exists already.")
     url = values["base_url"].strip().rstrip("/") if isinstance(values["base_url"], str) else ""
-    allow_private = values["allow_private"]
-    if not isinstance(allow_private, bool):
-        errors["allow_private"] = ["True or false."]
-        allow_private = False
+    allow_private = errors.check(
+        lambda: flag_field(values["allow_private"], field="allow_private"), False
+    )
     url_error = base_url_error(url, allow_private=allow_private if check_address else None)
     if url_error:
-        errors["base_url"] = [url_error]
-    if values["dialect"] not in Backend.Dialect.values:
-        errors["dialect"] = [f"Pick one of: {', '.join(Backend.Dialect.values)}."]
+        errors.add("base_url", url_error)
+    errors.check(
+        lambda: choice_field(values["dialect"], field="dialect", choices=Backend.Dialect.values),
+        None,
+    )
     concurrency = values["max_concurrency"]
-    if not (_positive(concurrency) or (concurrency == 0 and not isinstance(concurrency, bool))):
-        # 0: no limit of Switchyard's own (the backend queues for itself).
-        errors["max_concurrency"] = ["A whole number of requests at once; 0 for no limit."]
-    if not isinstance(values["enabled"], bool):
-        errors["enabled"] = ["True or false."]
+    # 0: no limit of Switchyard's own (the backend queues for itself).
+    if not (concurrency == 0 and not isinstance(concurrency, bool)):
+        errors.check(
+            lambda: whole_field(
+                concurrency,
+                field="max_concurrency",
+                message="A whole number of requests at once; 0 for no limit.",
+            ),
+            None,
+        )
+    errors.check(lambda: flag_field(values["enabled"], field="enabled"), None)
     if not isinstance(values["extra_body"], dict):
-        errors["extra_body"] = ["A JSON object."]
-    _raise(errors)
+        errors.add("extra_body", "A JSON object.")
+    errors.raise_any()
     return {**values, "name": name, "base_url": url}
 
 
@@ -162,7 +172,7 @@ def backend_create(
     ``allow_private`` lets it sit on a private or link-local address; only
     platform staff may set it."""
     if allow_private and not _may_allow_private(actor):
-        _raise({"allow_private": ["Only platform staff may set this."]})
+        raise ValidationError({"allow_private": "Only platform staff may set this."})
     values = _backend_clean(
         organisation_id=organisation.pk if organisation else None,
         backend_id=None,
@@ -205,13 +215,13 @@ def backend_update(*, backend: Backend, actor: Actor, data: Mapping[str, Any]) -
     ``allow_private`` is changed by platform staff only. A new URL given by
     anyone else drops the flag: staff allowed the address, not whatever
     address the backend is moved to."""
-    _raise(_unknown(data, (*BACKEND_FIELDS, "upstream_key")))
+    refuse_unknown(data, (*BACKEND_FIELDS, "upstream_key"))
     current = {f: getattr(backend, f) for f in BACKEND_FIELDS}
     wanted = {f: data[f] for f in BACKEND_FIELDS if f in data}
     staff = _may_allow_private(actor)
     flag = current["allow_private"]
     if not staff and wanted.get("allow_private", flag) != flag:
-        _raise({"allow_private": ["Only platform staff may change this."]})
+        raise ValidationError({"allow_private": "Only platform staff may change this."})
     new_url = "base_url" in wanted and (
         str(wanted["base_url"]).strip().rstrip("/") != current["base_url"]
     )
@@ -356,90 +366,98 @@ def _names_taken(*, organisation_id: int, model_id: uuid.UUID | None) -> set[str
     return taken
 
 
-def _one_word(value: object) -> bool:
-    return isinstance(value, str) and bool(value) and not any(c.isspace() for c in value)
+TOKEN_FIELDS = ("context_window", "max_output_tokens", "default_max_output_tokens")
 
 
-def _model_numbers(values: dict[str, Any], errors: Errors) -> None:
-    for name in ("context_window", "max_output_tokens", "default_max_output_tokens"):
-        if values[name] is not None and not _positive(values[name]):
-            errors[name] = ["Ensure this value is greater than or equal to 1."]
+def _model_numbers(values: dict[str, Any], errors: FieldErrors) -> None:
+    for name in TOKEN_FIELDS:
+        errors.check(partial(count_field, values[name], field=name), None)
     deadline = values["first_token_timeout"]
-    if deadline is not None and not (_positive(deadline) and deadline <= MAX_FIRST_TOKEN_TIMEOUT):
-        errors["first_token_timeout"] = [f"Seconds, from 1 to {MAX_FIRST_TOKEN_TIMEOUT}."]
+    if deadline is not None:
+        errors.check(
+            lambda: whole_field(
+                deadline,
+                field="first_token_timeout",
+                message=f"Seconds, from 1 to {MAX_FIRST_TOKEN_TIMEOUT}.",
+                high=MAX_FIRST_TOKEN_TIMEOUT,
+            ),
+            None,
+        )
     temperature, top_p = values["temperature"], values["top_p"]
     if temperature is not None and not (
         isinstance(temperature, int | float) and 0 <= temperature <= 2
     ):
-        errors["temperature"] = ["Between 0 and 2."]
+        errors.add("temperature", "Between 0 and 2.")
     if top_p is not None and not (isinstance(top_p, int | float) and 0 < top_p <= 1):
-        errors["top_p"] = ["Greater than 0 and at most 1."]
+        errors.add("top_p", "Greater than 0 and at most 1.")
     window, cap = values["context_window"], values["max_output_tokens"]
     default = values["default_max_output_tokens"]
-    if not errors.keys() & {"context_window", "max_output_tokens", "default_max_output_tokens"}:
+    if not any(name in errors for name in TOKEN_FIELDS):
         if cap and default and default > cap:
-            errors["default_max_output_tokens"] = ["Cannot exceed the max output tokens."]
+            errors.add("default_max_output_tokens", "Cannot exceed the max output tokens.")
         if window and cap and cap > window:
-            errors["max_output_tokens"] = ["Cannot exceed the context window."]
+            errors.add("max_output_tokens", "Cannot exceed the context window.")
     for name in ("price_input", "price_cached_input", "price_output"):
         price = values[name]
         if not isinstance(price, int | float | Decimal) or isinstance(price, bool):
-            errors[name] = ["A number."]
+            errors.add(name, "A number.")
         elif price < 0:
-            errors[name] = ["A price cannot be negative."]
+            errors.add(name, "A price cannot be negative.")
     for name in ("supports_reasoning", "supports_vision"):
-        if not isinstance(values[name], bool):
-            errors[name] = ["True or false."]
+        errors.check(partial(flag_field, values[name], field=name), None)
     _model_reasoning(values, errors)
 
 
-def _model_reasoning(values: dict[str, Any], errors: Errors) -> None:
-    levels = values["reasoning_levels"]
+def _model_reasoning(values: dict[str, Any], errors: FieldErrors) -> None:
     choices = ", ".join(REASONING_LEVELS)
-    if isinstance(levels, str) or not isinstance(levels, Iterable):
-        errors["reasoning_levels"] = ["A list of reasoning efforts."]
+    levels = errors.check(
+        lambda: list_field(
+            values["reasoning_levels"],
+            field="reasoning_levels",
+            message="A list of reasoning efforts.",
+        ),
+        None,
+    )
+    if levels is None:
         return
-    levels = list(levels)
     unknown = [level for level in levels if level not in REASONING_LEVELS]
     if unknown:
-        errors["reasoning_levels"] = [f"Unknown reasoning effort “{unknown[0]}”: use {choices}."]
+        errors.add("reasoning_levels", f"Unknown reasoning effort “{unknown[0]}”: use {choices}.")
         return
     # Kept in the order of REASONING_LEVELS, each once.
     values["reasoning_levels"] = [level for level in REASONING_LEVELS if level in levels]
     default = values["default_reasoning_effort"]
     if not isinstance(default, str):
-        errors["default_reasoning_effort"] = ["A reasoning effort."]
+        errors.add("default_reasoning_effort", "A reasoning effort.")
     elif default and default not in (values["reasoning_levels"] or DEFAULT_REASONING_LEVELS):
-        errors["default_reasoning_effort"] = ["The default must be one of the model's levels."]
+        errors.add("default_reasoning_effort", "The default must be one of the model's levels.")
 
 
 def _model_clean(
     *, organisation_id: int, model_id: uuid.UUID | None, values: dict[str, Any]
 ) -> dict[str, Any]:
     """Check a model's fields (all of them, as they would be saved)."""
-    errors: Errors = {}
+    errors = FieldErrors()
     taken = _names_taken(organisation_id=organisation_id, model_id=model_id)
     public_id = values["public_id"].strip() if isinstance(values["public_id"], str) else ""
-    if not _one_word(public_id) or len(public_id) > 200:
-        errors["public_id"] = ["A model id has no spaces."]
+    if not one_word(public_id) or len(public_id) > 200:
+        errors.add("public_id", "A model id has no spaces.")
     elif public_id in taken:
-        errors["public_id"] = [f"“{public_id}” is already a model id or alias."]
-    raw_aliases = values["aliases"]
-    if isinstance(raw_aliases, str) or not isinstance(raw_aliases, Iterable):
-        errors["aliases"] = ["A list of names."]
-        aliases: list[str] = []
-    else:
-        aliases = list(dict.fromkeys(raw_aliases))
-        bad = [a for a in aliases if not _one_word(a)]
-        clash = sorted(taken & set(aliases))
-        if bad:
-            errors["aliases"] = [f"An alias has no spaces: “{bad[0]}”."]
-        elif clash:
-            errors["aliases"] = [f"“{clash[0]}” already names another model."]
-        elif public_id in aliases:
-            errors["aliases"] = ["An alias cannot repeat the model id."]
+        errors.add("public_id", f"“{public_id}” is already a model id or alias.")
+    given: list[Any] = errors.check(
+        lambda: list_field(values["aliases"], field="aliases", message="A list of names."), []
+    )
+    aliases: list[str] = list(dict.fromkeys(given))
+    bad = [a for a in aliases if not one_word(a)]
+    clash = sorted(taken & set(aliases))
+    if bad:
+        errors.add("aliases", f"An alias has no spaces: “{bad[0]}”.")
+    elif clash:
+        errors.add("aliases", f"“{clash[0]}” already names another model.")
+    elif public_id in aliases:
+        errors.add("aliases", "An alias cannot repeat the model id.")
     _model_numbers(values, errors)
-    _raise(errors)
+    errors.raise_any()
     return {**values, "public_id": public_id, "aliases": aliases}
 
 
@@ -457,7 +475,7 @@ def model_create(
     (under ``upstream_name``) when one is given.
 
     ``fields``: any of :data:`MODEL_FIELDS`; the others take their defaults."""
-    _raise(_unknown(fields, MODEL_FIELDS))
+    refuse_unknown(fields, MODEL_FIELDS)
     values = _model_clean(
         organisation_id=organisation.pk,
         model_id=None,
@@ -483,7 +501,7 @@ def model_create(
 def model_update(*, model: ServedModel, actor: Actor, data: Mapping[str, Any]) -> ServedModel:
     """Change some of a model's fields (only the keys given), aliases
     included; a change that changes nothing writes nothing."""
-    _raise(_unknown(data, MODEL_FIELDS))
+    refuse_unknown(data, MODEL_FIELDS)
     current = {f: getattr(model, f) for f in MODEL_FIELDS}
     values = _model_clean(
         organisation_id=model.organisation_id,
@@ -527,13 +545,15 @@ def deployment_set(
     *, model: ServedModel, backend: Backend, actor: Actor, upstream_name: str
 ) -> Deployment:
     """Make ``backend`` serve ``model`` under ``upstream_name`` (its name there)."""
-    errors: Errors = {}
+    errors = FieldErrors()
     if backend.organisation_id not in (None, model.organisation_id):
-        errors["backend"] = ["Pick one of the organisation's backends."]
-    upstream_name = upstream_name.strip() if isinstance(upstream_name, str) else ""
-    if not upstream_name or len(upstream_name) > 200:
-        errors["upstream_name"] = ["Give the model's name on that backend."]
-    _raise(errors)
+        errors.add("backend", "Pick one of the organisation's backends.")
+    message = "Give the model's name on that backend."
+    upstream_name = errors.check(
+        lambda: text_field(upstream_name, field="upstream_name", message=message, too_long=message),
+        "",
+    )
+    errors.raise_any()
     deployment, _ = Deployment.objects.update_or_create(
         model=model, backend=backend, defaults={"upstream_name": upstream_name}
     )
