@@ -39,8 +39,8 @@ from django.conf import settings
 from pydantic_core import to_json
 
 from responses_api.catalogue.catalog import ModelEntry, Route
-from responses_api.protocol.body import InputItem, MessageItem
 from responses_api.protocol.errors import ApiError
+from responses_api.protocol.items import InputItem, MessageItem
 from responses_api.runtime import redis_conn
 from responses_api.runtime.metrics import in_flight_add
 

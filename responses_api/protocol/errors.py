@@ -150,7 +150,8 @@ def _clean_loc(loc: Sequence[str | int]) -> list[str | int]:
 
 def from_validation_error(exc: ValidationError, prefix: Sequence[str | int] = ()) -> ApiError:
     """Turn the first pydantic error into a 400 naming the parameter."""
-    from responses_api.protocol.body import REFUSED, RefusedParameter
+    from responses_api.protocol.body import RefusedParameter
+    from responses_api.protocol.refusals import REFUSED
 
     errors = exc.errors(include_url=False)
     # Prefer the most specific error: pydantic lists one per union member, and

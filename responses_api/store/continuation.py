@@ -28,8 +28,9 @@ from asgiref.sync import sync_to_async
 from pydantic import TypeAdapter
 
 from responses_api.access.auth import Caller
-from responses_api.protocol.body import CreateResponse, InputItem, ItemReference, MessageItem
+from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import invalid
+from responses_api.protocol.items import InputItem, ItemReference, MessageItem
 from responses_api.runtime.metrics import STORED_WRITES
 from responses_api.store import loop as store_loop
 from responses_api.store import responses as store

@@ -7,8 +7,8 @@ import binascii
 from collections.abc import Sequence
 from typing import Any
 
-from responses_api.protocol.body import ContentPart, FilePart, ImagePart, RefusalPart, TextPart
 from responses_api.protocol.errors import ApiError, invalid
+from responses_api.protocol.items import ContentPart, FilePart, ImagePart, RefusalPart, TextPart
 
 MAX_FILE_BYTES = 1024 * 1024
 TEXT_FILE_SUFFIXES = (".txt", ".csv")

@@ -17,25 +17,23 @@ from typing import Any
 
 import orjson
 
-from responses_api.protocol.body import (
-    AllowedToolsChoice,
+from responses_api.protocol.body import CreateResponse
+from responses_api.protocol.errors import invalid
+from responses_api.protocol.items import (
     ContentPart,
-    CreateResponse,
     CustomToolCallItem,
     CustomToolCallOutputItem,
     FunctionCallItem,
     FunctionCallOutputItem,
-    FunctionChoice,
     HostedItem,
     InputItem,
     ItemReference,
     MessageItem,
     ReasoningItem,
-    Tool,
     ToolSearchCallItem,
     ToolSearchOutputItem,
 )
-from responses_api.protocol.errors import invalid
+from responses_api.protocol.tools import AllowedToolsChoice, FunctionChoice, Tool
 from responses_api.translate.content import text_of, user_content
 from responses_api.translate.dialects import REASONING_FIELD, apply_reasoning, apply_tool_choice
 from responses_api.translate.sealing import ReasoningSeal, SealBroken

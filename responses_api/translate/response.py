@@ -11,7 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from responses_api.protocol.body import CreateResponse, FunctionTool, NamespaceTool
+from responses_api.protocol.body import CreateResponse
+from responses_api.protocol.tools import FunctionTool, NamespaceTool
 
 
 def echo_settings(

@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from responses_api.protocol.body import (
+from responses_api.protocol.errors import ApiError, invalid
+from responses_api.protocol.tools import (
     AllowedToolsChoice,
     CustomTool,
     FunctionChoice,
@@ -26,7 +27,6 @@ from responses_api.protocol.body import (
     Tool,
     ToolSearchTool,
 )
-from responses_api.protocol.errors import ApiError, invalid
 
 _CHAT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

@@ -8,23 +8,25 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from responses_api.protocol.body import (
+from responses_api.protocol.body import CreateResponse
+from responses_api.protocol.errors import ApiError, from_validation_error
+from responses_api.protocol.items import (
     MAX_INPUT_ITEMS,
-    CreateResponse,
-    CustomTool,
     CustomToolCallItem,
     FunctionCallItem,
     FunctionCallOutputItem,
-    FunctionTool,
     HostedItem,
-    HostedTool,
     MessageItem,
-    NamespaceTool,
     ReasoningItem,
     ToolSearchOutputItem,
+)
+from responses_api.protocol.tools import (
+    CustomTool,
+    FunctionTool,
+    HostedTool,
+    NamespaceTool,
     ToolSearchTool,
 )
-from responses_api.protocol.errors import ApiError, from_validation_error
 
 CODEX = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
 

@@ -1,0 +1,245 @@
+"""The input of a request: a string, or a list of items and their content parts.
+
+Each item type a client may send back is typed here; an item of a hosted
+tool is kept only to be skipped with a notice, and any other type is refused
+naming it. ``translate.request`` turns the items into chat messages.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NoReturn
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Discriminator,
+    Field,
+    StrictStr,
+    Tag,
+    WithJsonSchema,
+    model_validator,
+)
+
+from responses_api.protocol.refusals import OBJECTS, Loose, refuse
+from responses_api.protocol.tools import Tool
+
+HOSTED_ITEM_TYPES = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "computer_call",
+        "computer_call_output",
+        "image_generation_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "compaction",
+    }
+)
+
+
+# --- content parts ----------------------------------------------------------
+
+
+class TextPart(Loose):
+    type: Literal["input_text", "output_text", "text", "summary_text", "reasoning_text"]
+    text: StrictStr
+
+
+class RefusalPart(Loose):
+    type: Literal["refusal"]
+    refusal: StrictStr
+
+
+class ImagePart(Loose):
+    type: Literal["input_image"]
+    image_url: StrictStr | None = None
+    file_id: StrictStr | None = None
+    detail: Literal["auto", "low", "high", "original"] | None = None
+
+    @model_validator(mode="after")
+    def _inline_only(self) -> ImagePart:
+        if self.file_id is not None:
+            raise ValueError(
+                "file_id images are not supported: send the image inline as a data: URL"
+            )
+        if self.image_url is None:
+            raise ValueError("input_image needs image_url (a data: URL)")
+        if not self.image_url.startswith("data:"):
+            raise ValueError(
+                "Only inline data: URLs are accepted for input_image; the server never fetches URLs"
+            )
+        return self
+
+
+class FilePart(Loose):
+    type: Literal["input_file"]
+    filename: StrictStr | None = None
+    file_data: StrictStr | None = None
+    file_id: StrictStr | None = None
+    file_url: StrictStr | None = None
+
+    @model_validator(mode="after")
+    def _inline_only(self) -> FilePart:
+        if self.file_id is not None or self.file_url is not None:
+            raise ValueError("Only inline files (file_data, base64) are accepted for input_file")
+        if self.file_data is None:
+            raise ValueError("input_file needs file_data (base64) and filename")
+        return self
+
+
+ContentPart = Annotated[TextPart | RefusalPart | ImagePart | FilePart, Field(discriminator="type")]
+
+
+# --- input items ------------------------------------------------------------
+
+
+class MessageItem(Loose):
+    type: Literal["message"] = "message"
+    role: Literal["user", "assistant", "system", "developer"]
+    content: StrictStr | list[ContentPart]
+    id: StrictStr | None = None
+
+
+class FunctionCallItem(Loose):
+    type: Literal["function_call"]
+    call_id: StrictStr
+    name: StrictStr
+    arguments: StrictStr = ""
+    namespace: StrictStr | None = None
+    id: StrictStr | None = None
+
+
+class CustomToolCallItem(Loose):
+    type: Literal["custom_tool_call"]
+    call_id: StrictStr
+    name: StrictStr
+    input: StrictStr = ""
+    namespace: StrictStr | None = None
+
+
+class _CallOutput(Loose):
+    """What the client's tool returned for a call; both kinds of call take
+    the same output."""
+
+    type: StrictStr
+    call_id: StrictStr
+    output: StrictStr | list[ContentPart]
+
+
+class FunctionCallOutputItem(_CallOutput):
+    type: Literal["function_call_output"]
+
+
+class CustomToolCallOutputItem(_CallOutput):
+    type: Literal["custom_tool_call_output"]
+
+
+class ToolSearchCallItem(Loose):
+    type: Literal["tool_search_call"]
+    call_id: StrictStr | None = None
+    id: StrictStr | None = None
+    arguments: Any = None
+
+
+class ToolSearchOutputItem(Loose):
+    type: Literal["tool_search_output"]
+    call_id: StrictStr | None = None
+    # Tools the client loaded; they become callable.
+    tools: list[Tool] = []
+
+
+class ReasoningItem(Loose):
+    type: Literal["reasoning"]
+    content: list[TextPart] | None = None
+    summary: list[TextPart] = []
+    encrypted_content: StrictStr | None = None
+
+
+class ItemReference(Loose):
+    type: Literal["item_reference"]
+    id: StrictStr
+
+
+class HostedItem(Loose):
+    """An item of a hosted tool (``web_search_call``, …): skipped with a notice."""
+
+    type: StrictStr
+
+
+ITEM_TAGS = {
+    "message": "MessageItem",
+    "function_call": "FunctionCallItem",
+    "function_call_output": "FunctionCallOutputItem",
+    "custom_tool_call": "CustomToolCallItem",
+    "custom_tool_call_output": "CustomToolCallOutputItem",
+    "tool_search_call": "ToolSearchCallItem",
+    "tool_search_output": "ToolSearchOutputItem",
+    "reasoning": "ReasoningItem",
+    "item_reference": "ItemReference",
+    **dict.fromkeys(HOSTED_ITEM_TYPES, "HostedItem"),
+}
+
+
+def _item_tag(value: Any) -> str:
+    if isinstance(value, dict):
+        kind = value.get("type")
+        if kind is None and "role" in value:
+            return "MessageItem"  # OpenAI accepts a message without its type
+        return ITEM_TAGS.get(kind, "Refused") if isinstance(kind, str) else "Refused"
+    return type(value).__name__ if isinstance(value, BaseModel) else "Refused"
+
+
+def _refuse_item(value: Any) -> NoReturn:
+    if not isinstance(value, dict):
+        refuse("Each input item must be an object.")
+    kind = value.get("type")
+    if not isinstance(kind, str):
+        refuse("Each input item needs a 'type'.", field="type", code="invalid_request_error")
+    refuse(
+        "Invalid value: '{kind}'. Input items of type '{kind}' are not supported.",
+        field="type",
+        kind=kind,
+    )
+
+
+InputItem = Annotated[
+    Annotated[MessageItem, Tag("MessageItem")]
+    | Annotated[FunctionCallItem, Tag("FunctionCallItem")]
+    | Annotated[FunctionCallOutputItem, Tag("FunctionCallOutputItem")]
+    | Annotated[CustomToolCallItem, Tag("CustomToolCallItem")]
+    | Annotated[CustomToolCallOutputItem, Tag("CustomToolCallOutputItem")]
+    | Annotated[ToolSearchCallItem, Tag("ToolSearchCallItem")]
+    | Annotated[ToolSearchOutputItem, Tag("ToolSearchOutputItem")]
+    | Annotated[ReasoningItem, Tag("ReasoningItem")]
+    | Annotated[ItemReference, Tag("ItemReference")]
+    | Annotated[HostedItem, Tag("HostedItem")]
+    | Annotated[HostedItem, BeforeValidator(_refuse_item), Tag("Refused")],
+    Discriminator(_item_tag),
+]
+
+MAX_INPUT_ITEMS = 10_000
+
+
+def _item_count(value: Any) -> Any:
+    # Counted before any item is validated.
+    if isinstance(value, list) and len(value) > MAX_INPUT_ITEMS:
+        refuse(f"input holds at most {MAX_INPUT_ITEMS} items.", code="invalid_request_error")
+    return value
+
+
+Input = Annotated[
+    Annotated[StrictStr, Tag("str")]
+    | Annotated[list[InputItem], BeforeValidator(_item_count), Tag("list")],
+    # Only the matching form reports errors: a bad item is not also "not a string".
+    Discriminator(lambda value: "str" if isinstance(value, str) else "list"),
+    WithJsonSchema({"anyOf": [{"type": "string"}, OBJECTS]}),
+]
