@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    BaseModel,
     ConfigDict,
     Field,
     StrictBool,
@@ -96,7 +97,10 @@ INCLUDE_ACCEPTED = frozenset(
 )
 
 
-class CreateResponse(Strict):
+class CreateResponse(BaseModel):
+    # Strict, as every setting is: an unknown top-level field is refused.
+    model_config = ConfigDict(extra="forbid")
+
     model: StrictStr = Field(min_length=1, max_length=200)
     input: Input
     instructions: StrictStr | None = None
