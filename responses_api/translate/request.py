@@ -7,11 +7,12 @@ steps. :func:`prepare_chat` translates messages and tools once per request
 decides (upstream model name, dialect, extra body) and returns the chat body
 plus what the stream translator needs to map tool calls back
 (:class:`ChatPlan`). A failover to another route costs only the second step.
+The items become chat messages here, one kind at a time; the message list
+they build is ``translate.messages``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,6 @@ import orjson
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import invalid
 from responses_api.protocol.items import (
-    ContentPart,
     CustomToolCallItem,
     CustomToolCallOutputItem,
     FunctionCallItem,
@@ -36,10 +36,11 @@ from responses_api.protocol.items import (
 from responses_api.protocol.tools import AllowedToolsChoice, FunctionChoice, Tool
 from responses_api.translate.content import text_of, user_content
 from responses_api.translate.dialects import REASONING_FIELD, apply_reasoning, apply_tool_choice
+from responses_api.translate.messages import DRAFT_REASONING_FIELD, ChatMessages, rename_reasoning
 from responses_api.translate.sealing import ReasoningSeal, SealBroken
 from responses_api.translate.tools import ChatTools, ToolRef, not_among_tools
 
-__all__ = ["ChatDraft", "ChatPlan", "ModelLimits", "ToolRef", "build_chat_request", "prepare_chat"]
+__all__ = ["ChatDraft", "ChatPlan", "ModelLimits", "build_chat_request", "prepare_chat"]
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
@@ -79,11 +80,6 @@ def _notice(notices: list[dict[str, str]], code: str, message: str) -> None:
         notices.append({"code": code, "message": message})
 
 
-# The field a draft's assistant messages give prior reasoning back in; a route
-# whose dialect names it otherwise gets copies of just those messages.
-DRAFT_REASONING_FIELD = "reasoning_content"
-
-
 @dataclass(frozen=True, slots=True)
 class ChatDraft:
     """A request translated for whichever route serves it (:func:`prepare_chat`)."""
@@ -112,7 +108,7 @@ class ChatDraft:
         body["model"] = upstream_model
         body.update(self.body)
         if self.reasoning_at and reasoning_field != DRAFT_REASONING_FIELD:
-            body["messages"] = _rename_reasoning(
+            body["messages"] = rename_reasoning(
                 self.body["messages"], self.reasoning_at, reasoning_field
             )
         if self.has_tools:
@@ -130,74 +126,6 @@ class ChatDraft:
         return plan
 
 
-def _rename_reasoning(
-    messages: list[dict[str, Any]], at: Sequence[int], name: str
-) -> list[dict[str, Any]]:
-    out = list(messages)
-    for index in at:
-        out[index] = {
-            (name if key == DRAFT_REASONING_FIELD else key): value
-            for key, value in messages[index].items()
-        }
-    return out
-
-
-class _Messages:
-    """Accumulates chat messages, merging assistant turns with their calls."""
-
-    def __init__(self) -> None:
-        self.system: list[str] = []
-        self.messages: list[dict[str, Any]] = []
-        self.pending_reasoning: list[str] = []
-
-    def assistant(self) -> dict[str, Any]:
-        last = self.messages[-1] if self.messages else None
-        if last is None or last["role"] != "assistant" or last.get("_closed"):
-            last = {"role": "assistant", "content": None}
-            self.messages.append(last)
-        if self.pending_reasoning:
-            previous = last.get(DRAFT_REASONING_FIELD) or ""
-            last[DRAFT_REASONING_FIELD] = previous + "".join(self.pending_reasoning)
-            self.pending_reasoning = []
-        return last
-
-    def add_user(self, content: str | list[dict[str, Any]]) -> None:
-        self.messages.append({"role": "user", "content": content})
-
-    def add_assistant(self, content: str | Sequence[ContentPart]) -> None:
-        message = self.assistant()
-        if message.get("tool_calls"):
-            # Text after a call within one turn starts a new message.
-            message["_closed"] = True
-            message = self.assistant()
-        message["content"] = (message["content"] or "") + text_of(content)
-
-    def add_call(self, call: dict[str, Any]) -> None:
-        self.assistant().setdefault("tool_calls", []).append(call)
-
-    def add_tool_result(self, call_id: str, output: str) -> None:
-        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
-
-    def result(self) -> tuple[list[dict[str, Any]], tuple[int, ...]]:
-        """The chat messages, and the indexes of those that carry reasoning."""
-        out = []
-        if self.system:
-            out.append({"role": "system", "content": "\n\n".join(self.system)})
-        reasoning_at = []
-        for message in self.messages:
-            message.pop("_closed", None)
-            if (
-                message["role"] == "assistant"
-                and message.get("content") is None
-                and not message.get("tool_calls")
-            ):
-                message["content"] = ""
-            if DRAFT_REASONING_FIELD in message:
-                reasoning_at.append(len(out))
-            out.append(message)
-        return out, tuple(reasoning_at)
-
-
 def prepare_chat(
     request: CreateResponse, *, limits: ModelLimits, seal: ReasoningSeal | None = None
 ) -> ChatDraft:
@@ -212,7 +140,7 @@ def prepare_chat(
     for tool in request.tools or ():
         tools.add(tool)
 
-    messages = _Messages()
+    messages = ChatMessages()
     if request.instructions:
         messages.system.append(request.instructions)
 
@@ -376,7 +304,7 @@ def _tool_summary(tool: Tool) -> dict[str, Any]:
 def _add_item(
     item: InputItem,
     index: int,
-    messages: _Messages,
+    messages: ChatMessages,
     tools: ChatTools,
     limits: ModelLimits,
     skipped: list[str],

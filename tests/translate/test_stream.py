@@ -12,9 +12,9 @@ from openai.types.responses import Response, ResponseStreamEvent
 from responses_api.backends.sse import ChunkReader, EventWriter
 from responses_api.protocol.body import CreateResponse
 from responses_api.translate.partial_json import StringFieldDecoder
-from responses_api.translate.request import ToolRef
 from responses_api.translate.response import echo_settings
 from responses_api.translate.stream import StreamTranslator
+from responses_api.translate.tools import ToolRef
 
 ECHO = echo_settings(
     CreateResponse(model="m", input="hi"),

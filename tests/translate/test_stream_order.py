@@ -7,8 +7,8 @@ import pytest
 from openai.types.responses import Response
 
 from responses_api.simulator.content import call_deltas
-from responses_api.translate.request import ToolRef
 from responses_api.translate.sealing import ReasoningSeal
+from responses_api.translate.tools import ToolRef
 from tests.grammar import check_stream
 from tests.translate.test_stream import chunk, sdk_replay, translator
 
