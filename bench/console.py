@@ -242,7 +242,8 @@ def _client_ids(i: int, request_id: uuid.UUID) -> tuple[str, str, str, str]:
 def seed(n: int, orgs: dict) -> dict[str, float]:
     from django.db import connection, transaction
 
-    from responses_api.models import UsageDaily, UsageHourly, UsageLog, usage_columns
+    from responses_api.models import UsageDaily, UsageHourly, UsageLog
+    from responses_api.usage.columns import usage_columns
     from responses_api.usage.rollups import cells_of, rollups_add_cells
 
     table = UsageLog._meta.db_table

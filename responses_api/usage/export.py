@@ -25,8 +25,8 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from accounts.models import ApiKey, Organisation
-from responses_api.models import USAGE_EXPORT_COLUMNS
-from responses_api.usage.writer import csv_cell
+from responses_api.usage.columns import USAGE_EXPORT_COLUMNS
+from responses_api.usage.spreadsheet import csv_cell
 
 # The usage log's export columns, with the organisation and key named for
 # people reading the file (the console's export leaves out internal ids).

@@ -19,7 +19,8 @@ class _Prepare:
     dropped, every value repaired to fit its column (``usage_sanitise``)."""
 
     def __init__(self) -> None:
-        from responses_api.models import UsageLog, usage_columns
+        from responses_api.models import UsageLog
+        from responses_api.usage.columns import usage_columns
 
         self.names = frozenset(usage_columns())
         self.sanitise = RowSanitiser(UsageLog)

@@ -9,10 +9,10 @@ from django.utils import timezone
 
 from accounts.models import Organisation
 from responses_api.gateway.exchange import Exchange
-from responses_api.models import (
+from responses_api.models import UsageLog
+from responses_api.usage.columns import (
     USAGE_EXPORT_COLUMNS,
     USAGE_UNEXPORTED_COLUMNS,
-    UsageLog,
     usage_columns,
 )
 from responses_api.usage.export import CSV_HEADER, RECORD_COLUMNS

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from console.usage import usage_csv_lines
 from responses_api.models import UsageLog
 from responses_api.usage import writer as usage
-from responses_api.usage.writer import csv_cell
+from responses_api.usage.spreadsheet import csv_cell
 from tests.usage.test_durability import a_row
 
 pytestmark = pytest.mark.django_db

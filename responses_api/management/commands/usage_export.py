@@ -14,8 +14,9 @@ import orjson
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.management.commands._common import get_org
-from responses_api.models import USAGE_EXPORT_COLUMNS, UsageLog
-from responses_api.usage.writer import csv_cell
+from responses_api.models import UsageLog
+from responses_api.usage.columns import USAGE_EXPORT_COLUMNS
+from responses_api.usage.spreadsheet import csv_cell
 
 CHUNK = 2000
 COLUMNS = USAGE_EXPORT_COLUMNS
