@@ -49,7 +49,6 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -63,13 +62,10 @@ from responses_api.runtime import redis_conn
 from responses_api.usage.deadletters import (
     Refusal,
     database_unavailable,
-    deadletter_refused_again,
     deadletters_add,
-    deadletters_for,
-    row_decode,
     row_encode,
 )
-from responses_api.usage.insert import insert_rows, prepared_row
+from responses_api.usage.insert import insert_rows
 from responses_api.usage.sanitise import json_clean
 
 log = logging.getLogger(__name__)
@@ -80,19 +76,6 @@ BATCH = 500
 CLAIM_IDLE_MS = 30_000
 FLUSH_INTERVAL = 0.2
 MAX_BACKOFF = 30.0
-
-# A spreadsheet reads a cell starting with one of these as a formula: a
-# user agent, a model name or an error message from a request could then
-# run one in whoever opens the export. OWASP's "CSV Injection" rule: prefix
-# such a text cell with a quote. Numbers (a negative cost) are left alone.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_cell(value: Any) -> Any:
-    """``value`` as a CSV cell that no spreadsheet runs as a formula."""
-    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
-        return "'" + value
-    return value
 
 
 def _default(value: Any) -> Any:
@@ -119,7 +102,7 @@ def _commit(rows: list[dict[str, Any]]) -> None:
         _touch_keys(inserted)
 
 
-def _refusals(rows: list[dict[str, Any]]) -> list[Refusal]:
+def rows_commit(rows: list[dict[str, Any]]) -> list[Refusal]:
     """Write the rows; returns those the database refused. A database that
     is unavailable raises (``deadletters.database_unavailable``); any other
     error is taken as a row's."""
@@ -159,7 +142,7 @@ def write_rows(
     before it went down are not written twice."""
     if not rows:
         return []
-    refused = _refusals(rows)
+    refused = rows_commit(rows)
     if refused:
         left = deadletters_add(refused=refused)
         if left and unstored is not None:
@@ -172,46 +155,6 @@ def write_rows(
                     refusal.reason,
                 )
     return [refusal.row for refusal in refused]
-
-
-@dataclass(frozen=True)
-class Replayed:
-    written: int  # now in the usage log (inserted, or there already)
-    refused: int  # still refused: kept, with the new error
-    undecodable: int  # not a row at all (an entry of the stream that was not JSON)
-
-
-def deadletters_replay(*, ids: Sequence[int] = ()) -> Replayed:
-    """Write dead letters (all, or those of ``ids``) into the usage log,
-    repaired by today's rules, and delete those written. Idempotent: a row
-    already in the log counts as written. A key or backend deleted since
-    the request is dropped from the row, as its deletion would have done
-    (``SET_NULL``) had the row been written then. A database that is down
-    raises; what was replayed until then stays replayed."""
-    from accounts.models import ApiKey
-    from responses_api.models import Backend
-
-    letters = deadletters_for()
-    if ids:
-        letters = letters.filter(pk__in=ids)
-    written = refused = undecodable = 0
-    for letter in list(letters):
-        row = row_decode(letter.row)
-        if row is None:
-            undecodable += 1
-            continue
-        data = prepared_row(row)
-        for name, model in (("api_key_id", ApiKey), ("backend_id", Backend)):
-            if data.get(name) is not None and not model.objects.filter(pk=data[name]).exists():
-                data[name] = None
-        refusals = _refusals([data])
-        if refusals:
-            deadletter_refused_again(letter=letter, refusal=refusals[0])
-            refused += 1
-        else:
-            letter.delete()
-            written += 1
-    return Replayed(written, refused, undecodable)
 
 
 def _touch_keys(rows: list[dict[str, Any]]) -> None:
@@ -300,33 +243,6 @@ def drain_redis(
         client.xdel(STREAM, *ids)
         handled += len(ids)
     return handled
-
-
-def deadletters_adopt(client) -> tuple[int, int]:
-    """Move the entries of the ``switchyard:usage:dead`` stream (where
-    earlier versions parked refused rows, and where rows go that even the
-    dead letters' table refused) into that table, so that they are listed
-    and replayed with the others. Returns (moved, left in the stream)."""
-    entries = client.xrange(dead_letter_stream())
-    moved = left = 0
-    for entry_id, fields in entries:
-        try:
-            parked = orjson.loads(fields[b"r"])
-        except (orjson.JSONDecodeError, KeyError):
-            parked = {"undecodable": repr(fields)[:2000]}
-        if isinstance(parked, dict) and isinstance(parked.get("row"), dict):
-            row, reason = parked["row"], str(parked.get("error") or "refused")
-        elif isinstance(parked, dict) and "fields" not in parked:
-            row, reason = parked, "refused"
-        else:  # an entry that was never a row
-            row, reason = {"undecodable": str(parked)[:2000]}, "undecodable"
-        refusal = Refusal(row, reason, "moved from the Redis stream " + dead_letter_stream())
-        if deadletters_add(refused=[refusal]):
-            left += 1
-        else:
-            client.xdel(dead_letter_stream(), entry_id)
-            moved += 1
-    return moved, left
 
 
 def redis_client():

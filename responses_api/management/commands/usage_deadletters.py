@@ -23,6 +23,7 @@ from django.db import InterfaceError, OperationalError
 
 from accounts.management.commands._common import get_org
 from accounts.models import Organisation
+from responses_api.usage import replay
 from responses_api.usage import writer as usage
 from responses_api.usage.deadletters import deadletters_for
 
@@ -61,7 +62,7 @@ class Command(BaseCommand):
             if not ids:
                 self.stdout.write("No dead letters.")
                 return
-            result = usage.deadletters_replay(ids=ids)
+            result = replay.deadletters_replay(ids=ids)
             self.stdout.write(
                 f"{result.written} written, {result.refused} still refused, "
                 f"{result.undecodable} undecodable."
@@ -86,7 +87,7 @@ class Command(BaseCommand):
         import redis
 
         try:
-            moved, left = usage.deadletters_adopt(usage.redis_client())
+            moved, left = replay.deadletters_adopt(usage.redis_client())
         except redis.RedisError as exc:
             raise CommandError(
                 f"Redis is unavailable ({type(exc).__name__}).", returncode=3
