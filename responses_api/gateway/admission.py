@@ -40,12 +40,13 @@ async def admit(*, exchange: Exchange, estimate: int) -> Admission | None:
     """Count the request against its caller's limits, or raise the 429.
 
     Returns the rate-limit admission to settle when the request ends (None
-    without rate limits). A request under spend limits has
-    ``exchange.spend`` set: its usage row settles the month's counters."""
+    without rate limits). The exchange records what it was admitted under:
+    its usage row settles the month's spend counters, and its responses
+    carry the rate-limit headers."""
     caller = exchange.caller
     assert caller is not None
     rate = limits_plan(caller=caller, estimate=estimate)
-    spend = spend_plan(caller=caller, created_at=exchange.created_at)
+    spend = spend_plan(caller=caller, created_at=exchange.timing.created_at)
     if rate is None and spend is None:
         return None
     verdict: tuple[int, str] | None = None
@@ -77,5 +78,6 @@ async def admit(*, exchange: Exchange, estimate: int) -> Admission | None:
             raise
         for code, message in notices:
             exchange.notice(code, message)
-        exchange.spend = spend
-    return limits_outcome(rate, verdict, used) if rate is not None else None
+    admission = limits_outcome(rate, verdict, used) if rate is not None else None
+    exchange.admitted(spend=spend, limit_headers=admission.headers if admission else ())
+    return admission

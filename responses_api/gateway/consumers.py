@@ -30,7 +30,7 @@ from responses_api.gateway.call import Call, Reply
 from responses_api.gateway.draining import drain, shutting_down
 from responses_api.gateway.encoding import decode
 from responses_api.gateway.ending import end_exchange
-from responses_api.gateway.exchange import Exchange, new_request_id
+from responses_api.gateway.exchange import Client, Exchange, new_request_id
 from responses_api.gateway.responder import Responder
 from responses_api.protocol.errors import ApiError, body_too_large, body_too_slow, invalid
 from responses_api.runtime.metrics import unauthenticated_observe
@@ -63,10 +63,8 @@ class ApiConsumer:
                 request_id=new_request_id(),
                 endpoint=match.endpoint,
                 method=method,
-                client_ip=client[0] if client else None,
-                user_agent=headers.get(b"user-agent", b"").decode("latin-1")[:300],
+                client=Client.from_headers(headers, client[0] if client else None),
             )
-            exchange.client_headers(headers)
         except Exception as exc:  # a bug before there is an exchange to end
             log.error("request to %s failed", str(scope.get("path"))[:200], exc_info=exc)
             await _unexchanged(send)
@@ -93,7 +91,7 @@ class ApiConsumer:
             return
         key = key_from_headers(headers)
         try:
-            exchange.caller = cached_caller(key) or await authenticate(key)
+            exchange.authenticated(cached_caller(key) or await authenticate(key))
         except ApiError as error:
             # Unauthenticated: no usage row, and the body is never read.
             await _refuse(call, match.error or error)
@@ -116,7 +114,7 @@ class ApiConsumer:
         except asyncio.CancelledError:
             if not exchange.shutdown:
                 raise
-            exchange.note = "Server shut down"
+            exchange.cut_by_shutdown()
             await end_exchange(call, error=shutting_down())
             return
         listener = asyncio.ensure_future(_watch(receive, call.responder, task))
@@ -160,9 +158,8 @@ async def _salvage(call: Call, exc: Exception) -> None:
     error = _server_error()
     try:
         if not exchange.submitted and exchange.caller is not None:
-            if exchange.status != 499:
-                exchange.fail(error)
-                exchange.error_message = f"{type(exc).__name__}: {exc}"[:2000]
+            if exchange.outcome.status != 499:
+                exchange.fail(error, cause=f"{type(exc).__name__}: {exc}")
             await exchange.submit()
     except Exception:
         log.exception("request %s: its usage row could not be handed over", exchange.request_id)
@@ -196,7 +193,7 @@ async def _refuse(call: Call, error: ApiError) -> None:
                 "endpoint": exchange.endpoint[:200],
                 "status": error.status,
                 "reason": reason,
-                "client_ip": exchange.client_ip,
+                "client_ip": exchange.client.ip,
             }
         },
     )
@@ -226,7 +223,7 @@ async def _run(
                 raise
             # The process's shutdown deadline: end the response properly.
             error = shutting_down()
-            exchange.note = "Server shut down"
+            exchange.cut_by_shutdown()
         except Exception as exc:  # a bug or an unexpected failure: never a traceback out
             log.exception("request %s failed", exchange.request_id)
             error = _server_error()

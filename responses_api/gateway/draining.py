@@ -77,7 +77,7 @@ class Drain:
                 await asyncio.wait_for(self._idle.wait(), timeout=grace)
         left = dict(self.exchanges)
         for task, exchange in left.items():
-            exchange.shutdown = True
+            exchange.shutdown_deadline()
             task.cancel()
         if left:
             await asyncio.wait(left.keys(), timeout=FINAL_WRITE_SECONDS)

@@ -28,24 +28,20 @@ async def end_exchange(
     client sees only as a generic error."""
     exchange, responder, output = call.exchange, call.responder, call.output
     if output is not None:
-        translator = output.translator
-        exchange.produced(translator.final_usage(), translator.first_token_at)
-        for code, message in translator.notices():
+        for code, message in output.translator.notices():
             exchange.notice(code, message)
         if error is None:
             _budget_notice(call, output)
-    if exchange.status == 499:
+    if exchange.outcome.status == 499:
         await exchange.submit()  # the client is gone: nothing to write
         return
     if error is not None:
         if error.code == "backend_error":
             # Support and the client see which backend broke the protocol.
             exchange.notice("backend_error", error.message)
-        exchange.fail(error)
-        if detail:
-            exchange.error_message = detail[:2000]
+        exchange.fail(error, cause=detail)
     else:
-        exchange.status = reply.status if reply is not None else 200
+        exchange.answered(reply.status if reply is not None else 200)
     await exchange.submit()
     if responder.finished:
         return

@@ -12,9 +12,10 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from responses_api.runtime import redis_conn
 from responses_api.runtime.metrics import request_observe
@@ -25,12 +26,13 @@ if TYPE_CHECKING:
     from responses_api.access.auth import Caller
     from responses_api.catalogue.catalog import BackendEntry, ModelEntry
     from responses_api.protocol.errors import ApiError
-    from responses_api.translate.stream import Usage
+    from responses_api.translate.token_usage import Usage
     from responses_api.usage.spend import SpendPlan
 
 log = logging.getLogger("switchyard.requests")
 
 CLIENT_GONE = "Client disconnected"
+SHUT_DOWN = "Server shut down"
 
 
 # The ids of the keys ``model_check`` creates for itself, while it runs in
@@ -54,42 +56,86 @@ def _client_value(headers: dict[bytes, bytes], name: bytes) -> str:
     return value.decode("latin-1").strip()[:CLIENT_ID_LENGTH] if value else ""
 
 
+# Client and Outcome are built on every request: named tuples build three
+# times as fast as frozen dataclasses.
+class Client(NamedTuple):
+    """Who sent the request, as it says: its address, its user agent, and
+    its session, thread and request ids and name (Codex's ``session-id``,
+    ``thread-id``, ``x-client-request-id`` and ``originator`` headers)."""
+
+    ip: str | None = None
+    user_agent: str = ""
+    session_id: str = ""
+    thread_id: str = ""
+    request_id: str = ""
+    originator: str = ""
+
+    @classmethod
+    def from_headers(cls, headers: dict[bytes, bytes], ip: str | None) -> Client:
+        """Each value bounded; ``session-id`` else ``x-session-id`` names the session."""
+        return cls(
+            ip=ip,
+            user_agent=headers.get(b"user-agent", b"").decode("latin-1")[:300],
+            session_id=_client_value(headers, b"session-id")
+            or _client_value(headers, b"x-session-id"),
+            thread_id=_client_value(headers, b"thread-id"),
+            request_id=_client_value(headers, b"x-client-request-id"),
+            originator=_client_value(headers, b"originator"),
+        )
+
+
+NO_CLIENT = Client()
+
+
+@dataclass(slots=True)
+class Timing:
+    """When the request started, by both clocks, and how long it waited for
+    a backend slot and for its first token. Changed by its exchange only."""
+
+    started: float = field(default_factory=time.perf_counter)
+    created_at: float = field(default_factory=time.time)
+    queue_wait_ms: float | None = None
+    ttft_ms: float | None = None
+
+
+class Outcome(NamedTuple):
+    """How the request ended: its status, and the error and note its row
+    keeps (nothing but a status for a success)."""
+
+    status: int = 0
+    error_code: str = ""
+    error_message: str = ""
+    note: str = ""
+
+
+UNENDED = Outcome()
+
+
 @dataclass(slots=True)
 class Exchange:
-    """One request from its first byte to its usage row."""
+    """One request from its first byte to its usage row.
+
+    Its facts are recorded by the methods below, named for what happened,
+    each called where that becomes known; the layers only read them."""
 
     request_id: str
     endpoint: str
     method: str = "POST"
-    started: float = field(default_factory=time.perf_counter)
-    created_at: float = field(default_factory=time.time)
-    client_ip: str | None = None
-    user_agent: str = ""
-    # The client's session, thread and request ids, and its name (Codex's
-    # session-id, thread-id, x-client-request-id and originator headers).
-    session_id: str = ""
-    thread_id: str = ""
-    client_request_id: str = ""
-    originator: str = ""
+    client: Client = NO_CLIENT
+    timing: Timing = field(default_factory=Timing)
     caller: Caller | None = None
     # What was asked for.
     model: str = ""
     stream: bool = False
     model_entry: ModelEntry | None = None
-    # Where it ran.
+    # Where it ran, and what it produced there.
     backend: BackendEntry | None = None
     attempts: int = 0
-    queue_wait_ms: float | None = None
-    ttft_ms: float | None = None
     tokens: tuple[int, int, int, int] = (0, 0, 0, 0)  # input, cached, output, reasoning
-    # How it ended.
-    status: int = 0
-    error_code: str = ""
-    error_message: str = ""
-    note: str = ""
+    outcome: Outcome = UNENDED
     notices: list[dict[str, str]] = field(default_factory=list)
     # x-ratelimit-* headers for every response of a rate-limited caller.
-    limit_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    limit_headers: Sequence[tuple[bytes, bytes]] = ()
     # The monthly spend limits the request was admitted under, if any.
     spend: SpendPlan | None = None
     # Set by draining when the process's shutdown deadline ends this
@@ -102,28 +148,39 @@ class Exchange:
 
     # --- what the layers record -------------------------------------------
 
-    def client_headers(self, headers: dict[bytes, bytes]) -> None:
-        """The client's own ids from the request headers (each bounded);
-        ``session-id`` else ``x-session-id`` names the session."""
-        self.session_id = _client_value(headers, b"session-id") or _client_value(
-            headers, b"x-session-id"
-        )
-        self.thread_id = _client_value(headers, b"thread-id")
-        self.client_request_id = _client_value(headers, b"x-client-request-id")
-        self.originator = _client_value(headers, b"originator")
+    def authenticated(self, caller: Caller) -> None:
+        self.caller = caller
 
-    def session_default(self, prompt_cache_key: str | None) -> None:
-        """Without a session header, the request's ``prompt_cache_key`` (Codex
-        sends its session id there too) names the session."""
-        if not self.session_id and prompt_cache_key:
-            self.session_id = prompt_cache_key.strip()[:CLIENT_ID_LENGTH]
+    def asked(self, *, model: str, stream: bool, prompt_cache_key: str | None) -> None:
+        """The request's body was read. Without a session header, its
+        ``prompt_cache_key`` (Codex sends its session id there too) names
+        the session."""
+        self.model = model
+        self.stream = stream
+        if not self.client.session_id and prompt_cache_key:
+            self.client = self.client._replace(
+                session_id=prompt_cache_key.strip()[:CLIENT_ID_LENGTH]
+            )
+
+    def served_by(self, model: ModelEntry) -> None:
+        """The catalogue entry that prices the request."""
+        self.model_entry = model
+
+    def admitted(
+        self, *, spend: SpendPlan | None, limit_headers: Sequence[tuple[bytes, bytes]]
+    ) -> None:
+        """Admitted under the caller's limits: the spend limits its row
+        settles, the rate-limit headers every response carries."""
+        self.spend = spend
+        self.limit_headers = limit_headers
 
     def notice(self, code: str, message: str) -> None:
         if not any(n["code"] == code for n in self.notices):
             self.notices.append({"code": code, "message": message})
 
     def waited(self, ms: float) -> None:
-        self.queue_wait_ms = (self.queue_wait_ms or 0.0) + ms
+        timing = self.timing
+        timing.queue_wait_ms = (timing.queue_wait_ms or 0.0) + ms
 
     def attempt(self, backend: BackendEntry) -> None:
         """A try on ``backend`` starts (failover may make several)."""
@@ -131,25 +188,40 @@ class Exchange:
         self.backend = backend
 
     def produced(self, usage: Usage, first_token_at: float | None) -> None:
+        """The relay ended: what the backend produced, and when its first token came."""
         self.tokens = (
             usage.input_tokens,
             usage.cached_tokens,
             usage.output_tokens,
             usage.reasoning_tokens,
         )
-        if first_token_at is not None and self.ttft_ms is None:
-            self.ttft_ms = (first_token_at - self.started) * 1000
+        timing = self.timing
+        if first_token_at is not None and timing.ttft_ms is None:
+            timing.ttft_ms = (first_token_at - timing.started) * 1000
 
-    def fail(self, error: ApiError, note: str = "") -> None:
-        self.status = error.status
-        self.error_code = error.code or error.type
-        self.error_message = f"{error.message} {error.detail}" if error.detail else error.message
-        self.note = note or self.note
+    def answered(self, status: int) -> None:
+        ended = self.outcome
+        self.outcome = Outcome(status, ended.error_code, ended.error_message, ended.note)
+
+    def fail(self, error: ApiError, cause: str = "") -> None:
+        """Ended by ``error``. ``cause``, an unexpected failure the client
+        sees only as a generic error, is what the row says instead."""
+        if cause:
+            message = cause[:2000]
+        else:
+            message = f"{error.message} {error.detail}" if error.detail else error.message
+        self.outcome = Outcome(error.status, error.code or error.type, message, self.outcome.note)
 
     def client_gone(self) -> None:
-        self.status = 499
-        self.error_code = "client_disconnected"
-        self.note = CLIENT_GONE
+        self.outcome = Outcome(499, "client_disconnected", self.outcome.error_message, CLIENT_GONE)
+
+    def shutdown_deadline(self) -> None:
+        """The process's shutdown deadline passed with the request in flight."""
+        self.shutdown = True
+
+    def cut_by_shutdown(self) -> None:
+        """The shutdown deadline cancelled the request: its row says so."""
+        self.outcome = self.outcome._replace(note=SHUT_DOWN)
 
     # --- what is reported -------------------------------------------------
 
@@ -170,27 +242,28 @@ class Exchange:
         return entry.cost(input_tokens, cached, output)
 
     def duration_ms(self) -> float:
-        return (time.perf_counter() - self.started) * 1000
+        return (time.perf_counter() - self.timing.started) * 1000
 
     def tokens_per_second(self, duration_ms: float) -> float | None:
         output = self.tokens[2]
         if not output:
             return None
-        generation = duration_ms - (self.ttft_ms or 0.0)
+        generation = duration_ms - (self.timing.ttft_ms or 0.0)
         return output / (generation / 1000) if generation > 0 else None
 
     def extras(self) -> dict[str, Any]:
         """The response body's ``switchyard`` object (README, "Calling the API")."""
         duration = self.duration_ms()
         backend = self.backend
+        timing = self.timing
         return {
             "request_id": self.request_id,
             "backend": {"id": backend.id, "name": backend.name, "version": backend.version}
             if backend is not None
             else None,
             "timing": {
-                "queue_wait_ms": _round(self.queue_wait_ms),
-                "ttft_ms": _round(self.ttft_ms),
+                "queue_wait_ms": _round(timing.queue_wait_ms),
+                "ttft_ms": _round(timing.ttft_ms),
                 "duration_ms": _round(duration),
                 "tokens_per_second": _round(self.tokens_per_second(duration)),
             },
@@ -203,7 +276,7 @@ class Exchange:
         assert caller is not None
         duration = self.duration_ms()
         input_tokens, cached, output, reasoning = self.tokens
-        backend = self.backend
+        backend, timing, outcome, client = self.backend, self.timing, self.outcome, self.client
         return {
             "request_id": self.request_id,
             "organisation_id": caller.organisation_id,
@@ -215,10 +288,10 @@ class Exchange:
             "endpoint": self.endpoint,
             "method": self.method,
             "stream": self.stream,
-            "status": self.status,
-            "error_code": self.error_code,
-            "error_message": self.error_message,
-            "note": self.note,
+            "status": outcome.status,
+            "error_code": outcome.error_code,
+            "error_message": outcome.error_message,
+            "note": outcome.note,
             "notices": [n["code"] for n in self.notices],
             "input_tokens": input_tokens,
             "cached_tokens": cached,
@@ -226,18 +299,18 @@ class Exchange:
             "reasoning_tokens": reasoning,
             "cost": self.cost(),
             "attempts": self.attempts,
-            "queue_wait_ms": self.queue_wait_ms,
-            "ttft_ms": self.ttft_ms,
+            "queue_wait_ms": timing.queue_wait_ms,
+            "ttft_ms": timing.ttft_ms,
             "duration_ms": duration,
             "tokens_per_second": self.tokens_per_second(duration),
-            "client_ip": self.client_ip,
-            "user_agent": self.user_agent,
-            "session_id": self.session_id,
-            "thread_id": self.thread_id,
-            "client_request_id": self.client_request_id,
-            "originator": self.originator,
+            "client_ip": client.ip,
+            "user_agent": client.user_agent,
+            "session_id": client.session_id,
+            "thread_id": client.thread_id,
+            "client_request_id": client.request_id,
+            "originator": client.originator,
             "is_check": caller.key_id in check_keys,
-            "created_at": self.created_at,
+            "created_at": timing.created_at,
             "finished_at": time.time(),
         }
 

@@ -40,9 +40,10 @@ from responses_api.protocol.errors import (
 from responses_api.store import continuation
 from responses_api.store.responses import Stored
 from responses_api.store.seal import reasoning_seal
+from responses_api.translate.items import new_id
 from responses_api.translate.request import ChatPlan, prepare_chat
 from responses_api.translate.response import echo_settings
-from responses_api.translate.stream import StreamTranslator, new_id
+from responses_api.translate.stream import StreamTranslator
 from responses_api.usage.ratelimit import estimate_tokens, limits_release
 
 
@@ -51,11 +52,13 @@ async def create_response(call: Call) -> Reply | None:
     caller = exchange.caller
     assert caller is not None
     request = parse_request(call.body, call.headers)
-    exchange.model = request.model
-    exchange.stream = bool(request.stream)
-    exchange.session_default(request.prompt_cache_key)
+    exchange.asked(
+        model=request.model,
+        stream=bool(request.stream),
+        prompt_cache_key=request.prompt_cache_key,
+    )
     model = await _model(caller, request.model)
-    exchange.model_entry = model
+    exchange.served_by(model)
     store = _store_decision(request, caller, exchange)
     response_id = new_id("resp")
     previous: Stored | None = None
@@ -78,8 +81,6 @@ async def create_response(call: Call) -> Reply | None:
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
     admission = await admit(exchange=exchange, estimate=estimate_tokens(call.body))
-    if admission is not None:
-        exchange.limit_headers = admission.headers
     try:
         first = model.routes[0]
         # The plan for the first route gives the echoed settings; a stream
@@ -107,10 +108,12 @@ async def create_response(call: Call) -> Reply | None:
         else:
             await _relay_json(exchange, output, upstream, model.first_token_timeout)
     finally:
+        # The one place the answer's usage is recorded: the rate limits
+        # settle on it here, the row and the response's timing later.
+        if call.output is not None:
+            translator = call.output.translator
+            exchange.produced(translator.final_usage(), translator.first_token_at)
         if admission is not None:
-            if call.output is not None:
-                translator = call.output.translator
-                exchange.produced(translator.final_usage(), translator.first_token_at)
             # Input tokens the backend never reported (a cancelled request)
             # stay counted at the admission estimate.
             used = (exchange.input_tokens or admission.estimate) + exchange.output_tokens
