@@ -34,7 +34,7 @@ from responses_api.protocol.items import InputItem, ItemReference, MessageItem
 from responses_api.runtime.metrics import STORED_WRITES
 from responses_api.store import loop as store_loop
 from responses_api.store import responses as store
-from responses_api.translate.stream import new_id
+from responses_api.translate.items import new_id
 
 log = logging.getLogger(__name__)
 

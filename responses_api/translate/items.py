@@ -1,6 +1,6 @@
 """The output items a stream is writing, and the tool call items they become.
 
-Pure, for ``translate.stream``.
+Pure, for ``translate.stream`` and the events it sends (``translate.events``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,26 @@ class Item:
     # custom tool calls: the decoded ``input`` streamed so far
     decoder: StringFieldDecoder | None = None
     streamed: list[str] = field(default_factory=list)
+
+
+def new_call(call_id: str | None, chat_name: str, tools: dict[str, ToolRef]) -> Item:
+    """The item a chat tool call becomes, by what its function name stands for."""
+    ref = tools.get(chat_name) or ToolRef(kind="function", name=chat_name)
+    kind = {"custom": "custom_tool_call", "tool_search": "tool_search_call"}.get(
+        ref.kind, "function_call"
+    )
+    prefix = {"custom_tool_call": "ctc", "tool_search_call": "tsc"}.get(kind, "fc")
+    item = Item(
+        kind,
+        -1,
+        new_id(prefix),
+        call_id=call_id or new_id("call"),
+        ref=ref,
+        chat_name=chat_name,
+    )
+    if kind == "custom_tool_call":
+        item.decoder = StringFieldDecoder("input")
+    return item
 
 
 def append_text(parts: list[str], text: str) -> None:

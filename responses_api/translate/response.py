@@ -102,16 +102,6 @@ def message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
     }
 
 
-def usage_dict(usage: Any) -> dict[str, Any]:
-    return {
-        "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},
-        "output_tokens": usage.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-    }
-
-
 def envelope(
     *,
     response_id: str,

@@ -11,46 +11,37 @@ previous item's ``output_item.done``, even when a backend interleaves the
 arguments of parallel tool calls (what arrives early for a later call is
 held back until the call before it is done).
 
-No Django, no httpx, no I/O.
+What the events of each kind of item hold is ``translate.events``; the
+tokens an answer used, ``translate.token_usage``. No Django, no httpx, no I/O.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from responses_api.translate.chunks import (
-    Chunk,
-    ChunkUsage,
-    Delta,
-    ToolCallDelta,
-    check_chunk,
+from responses_api.translate.chunks import Chunk, Delta, ToolCallDelta, check_chunk
+from responses_api.translate.events import (
+    Event,
+    call_added,
+    call_arguments,
+    call_closed,
+    text_closed,
+    text_opened,
 )
-from responses_api.translate.items import Item, append_text, call_item, new_id, whole_json
-from responses_api.translate.partial_json import StringFieldDecoder
-from responses_api.translate.response import envelope, message_item, usage_dict
+from responses_api.translate.items import Item, append_text, new_call, new_id, whole_json
+from responses_api.translate.response import envelope
 from responses_api.translate.sealing import ReasoningSeal
+from responses_api.translate.token_usage import Usage, usage_dict
 from responses_api.translate.tools import ToolRef
 
-__all__ = ["Event", "StreamTranslator", "Usage", "new_id"]
-
-Event = dict[str, Any]
+__all__ = ["StreamTranslator"]
 
 # The keys of a choice, and of its delta, that the fast path of
 # ``StreamTranslator.feed`` reads (or may ignore): any other goes through
 # the typed check.
 _TEXT_CHOICE = frozenset({"index", "delta", "finish_reason", "logprobs"})
 _TEXT_DELTA = frozenset({"role", "content", "reasoning_content", "reasoning", "refusal"})
-
-
-@dataclass(slots=True)
-class Usage:
-    input_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    reported: bool = False
 
 
 class StreamTranslator:
@@ -155,7 +146,7 @@ class StreamTranslator:
         events: list[Event] = []
         usage = chunk.get("usage")
         if usage:
-            self._take_usage(usage)
+            self.usage.take(usage)
         if self.upstream_model is None:
             self.upstream_model = chunk.get("model")
         for choice in chunk.get("choices") or ():
@@ -218,38 +209,9 @@ class StreamTranslator:
         )
 
     def _open(self, kind: str, events: list[Event]) -> Item:
-        index = len(self.items)
-        if kind == "message":
-            item = Item(kind, index, new_id("msg"))
-            added = {
-                "id": item.item_id,
-                "type": "message",
-                "role": "assistant",
-                "status": "in_progress",
-                "content": [],
-            }
-            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-        else:
-            item = Item(kind, index, new_id("rs"))
-            added = {
-                "id": item.item_id,
-                "type": "reasoning",
-                "summary": [],
-                "content": [],
-                "status": "in_progress",
-            }
-            part = {"type": "reasoning_text", "text": ""}
+        item = Item(kind, len(self.items), new_id("msg" if kind == "message" else "rs"))
         self.items.append(item)
-        events.append({"type": "response.output_item.added", "output_index": index, "item": added})
-        events.append(
-            {
-                "type": "response.content_part.added",
-                "item_id": item.item_id,
-                "output_index": index,
-                "content_index": 0,
-                "part": part,
-            }
-        )
+        events.extend(text_opened(item))
         return item
 
     def _tool_delta(self, call: ToolCallDelta, position: int, events: list[Event]) -> None:
@@ -267,7 +229,7 @@ class StreamTranslator:
             if self.open_text is not None:
                 events.extend(self._close(self.open_text))
                 self.open_text = None
-            item = self._new_call(call.get("id"), function.get("name") or "")
+            item = new_call(call.get("id"), function.get("name") or "", self.tools)
             self.calls[index] = item
             if self.active_call is None:
                 self._start_call(item, events)
@@ -282,7 +244,7 @@ class StreamTranslator:
                 return
             append_text(item.text, arguments)
             if item is self.active_call:
-                self._arguments_delta(item, arguments, events)
+                call_arguments(item, arguments, events)
         if self.waiting:
             self._advance(events)
 
@@ -297,62 +259,14 @@ class StreamTranslator:
             events.extend(self._close(active))
             self._start_call(self.waiting.pop(0), events)
 
-    def _arguments_delta(self, item: Item, arguments: str, events: list[Event]) -> None:
-        if item.kind == "function_call":
-            events.append(
-                {
-                    "type": "response.function_call_arguments.delta",
-                    "item_id": item.item_id,
-                    "output_index": item.output_index,
-                    "delta": arguments,
-                }
-            )
-        elif item.decoder is not None:
-            decoded = item.decoder.feed(arguments)
-            if decoded:
-                events.append(self._custom_delta(item, decoded))
-
-    def _custom_delta(self, item: Item, text: str) -> Event:
-        item.streamed.append(text)
-        return {
-            "type": "response.custom_tool_call_input.delta",
-            "item_id": item.item_id,
-            "output_index": item.output_index,
-            "delta": text,
-        }
-
-    def _new_call(self, call_id: str | None, chat_name: str) -> Item:
-        ref = self.tools.get(chat_name) or ToolRef(kind="function", name=chat_name)
-        kind = {"custom": "custom_tool_call", "tool_search": "tool_search_call"}.get(
-            ref.kind, "function_call"
-        )
-        prefix = {"custom_tool_call": "ctc", "tool_search_call": "tsc"}.get(kind, "fc")
-        item = Item(
-            kind,
-            -1,
-            new_id(prefix),
-            call_id=call_id or new_id("call"),
-            ref=ref,
-            chat_name=chat_name,
-        )
-        if kind == "custom_tool_call":
-            item.decoder = StringFieldDecoder("input")
-        return item
-
     def _start_call(self, item: Item, events: list[Event]) -> None:
         """The call's ``output_item.added``, then what it received while it waited."""
         item.output_index = len(self.items)
         self.items.append(item)
         self.active_call = item
-        events.append(
-            {
-                "type": "response.output_item.added",
-                "output_index": item.output_index,
-                "item": call_item(item, "in_progress", added=True),
-            }
-        )
+        events.append(call_added(item))
         if item.text:
-            self._arguments_delta(item, "".join(item.text), events)
+            call_arguments(item, "".join(item.text), events)
 
     # --- closing -------------------------------------------------------------
 
@@ -362,73 +276,9 @@ class StreamTranslator:
         item.closed = True
         if item is self.active_call:
             self.active_call = None
-        text = "".join(item.text)
-        base = {"item_id": item.item_id, "output_index": item.output_index}
-        if item.kind == "message":
-            done = message_item(item.item_id, text, status)
-            item.done_item = done
-            part = done["content"][0]
-            return [
-                {
-                    "type": "response.output_text.done",
-                    **base,
-                    "content_index": 0,
-                    "text": text,
-                    "logprobs": [],
-                },
-                {"type": "response.content_part.done", **base, "content_index": 0, "part": part},
-                {
-                    "type": "response.output_item.done",
-                    "output_index": item.output_index,
-                    "item": done,
-                },
-            ]
-        if item.kind == "reasoning":
-            part = {"type": "reasoning_text", "text": text}
-            done = {
-                "id": item.item_id,
-                "type": "reasoning",
-                "summary": [],
-                "content": [part],
-                "status": status,
-            }
-            if self.seal is not None:
-                done["encrypted_content"] = self.seal.seal(text)
-            item.done_item = done
-            return [
-                {"type": "response.reasoning_text.done", **base, "content_index": 0, "text": text},
-                {"type": "response.content_part.done", **base, "content_index": 0, "part": part},
-                {
-                    "type": "response.output_item.done",
-                    "output_index": item.output_index,
-                    "item": done,
-                },
-            ]
-        done = call_item(item, status)
-        item.done_item = done
-        events: list[Event] = []
-        if item.kind == "function_call":
-            events.append(
-                {
-                    "type": "response.function_call_arguments.done",
-                    **base,
-                    "name": done["name"],
-                    "arguments": done["arguments"],
-                }
-            )
-        elif item.kind == "custom_tool_call":
-            streamed = "".join(item.streamed)
-            if len(done["input"]) > len(streamed):
-                # What the incremental decoder could not stream (a reply shaped
-                # otherwise than {"input": "..."}) goes out as one last delta.
-                events.append(self._custom_delta(item, done["input"][len(streamed) :]))
-            events.append(
-                {"type": "response.custom_tool_call_input.done", **base, "input": done["input"]}
-            )
-        events.append(
-            {"type": "response.output_item.done", "output_index": item.output_index, "item": done}
-        )
-        return events
+        if item.kind == "message" or item.kind == "reasoning":
+            return text_closed(item, status, self.seal)
+        return call_closed(item, status)
 
     def close_items(self, status: str | None = None) -> list[Event]:
         """Close the open item, then the calls still waiting, in order;
@@ -523,22 +373,5 @@ class StreamTranslator:
             extras=extras,
         )
 
-    def _take_usage(self, usage: ChunkUsage) -> None:
-        u = self.usage
-        u.reported = True
-        u.input_tokens = int(usage.get("prompt_tokens") or 0)
-        u.output_tokens = int(usage.get("completion_tokens") or 0)
-        details = usage.get("prompt_tokens_details") or {}
-        # llama.cpp and some vLLM versions put cached tokens at the top level.
-        u.cached_tokens = int(details.get("cached_tokens") or usage.get("cached_tokens") or 0)
-        out_details = usage.get("completion_tokens_details") or {}
-        u.reasoning_tokens = int(out_details.get("reasoning_tokens") or 0)
-
     def final_usage(self) -> Usage:
-        u = self.usage
-        if not u.reported:
-            # No usage from the server (yet): count deltas, about a token each.
-            return Usage(output_tokens=self.deltas, reasoning_tokens=self.reasoning_deltas)
-        if not u.reasoning_tokens and self.reasoning_deltas:
-            u.reasoning_tokens = min(self.reasoning_deltas, u.output_tokens)
-        return u
+        return self.usage.final(self.deltas, self.reasoning_deltas)

@@ -1,0 +1,158 @@
+"""The stream events that open, fill and close each kind of output item.
+
+One builder per moment of an item's life, for the stream translator
+(``translate.stream``), which decides when an item opens and closes; here is
+only what the client is sent then. A text delta's event is built by the
+translator itself: it is the one event per token. Events are plain dicts
+without ``sequence_number`` (``sse.EventWriter`` numbers them, in one place).
+
+Pure: the builders touch nothing but the item they are given.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from responses_api.translate.items import Item, call_item
+from responses_api.translate.response import message_item
+from responses_api.translate.sealing import ReasoningSeal
+
+Event = dict[str, Any]
+
+
+def text_opened(item: Item) -> list[Event]:
+    """A message or reasoning item starts, with its one content part."""
+    added: dict[str, Any]
+    if item.kind == "message":
+        added = {
+            "id": item.item_id,
+            "type": "message",
+            "role": "assistant",
+            "status": "in_progress",
+            "content": [],
+        }
+        part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    else:
+        added = {
+            "id": item.item_id,
+            "type": "reasoning",
+            "summary": [],
+            "content": [],
+            "status": "in_progress",
+        }
+        part = {"type": "reasoning_text", "text": ""}
+    return [
+        {"type": "response.output_item.added", "output_index": item.output_index, "item": added},
+        {
+            "type": "response.content_part.added",
+            "item_id": item.item_id,
+            "output_index": item.output_index,
+            "content_index": 0,
+            "part": part,
+        },
+    ]
+
+
+def text_closed(item: Item, status: str, seal: ReasoningSeal | None) -> list[Event]:
+    """A message or reasoning item ends; ``seal``, when the client asked for
+    ``reasoning.encrypted_content``, seals the reasoning for it to carry."""
+    text = "".join(item.text)
+    base = {"item_id": item.item_id, "output_index": item.output_index}
+    if item.kind == "message":
+        done = message_item(item.item_id, text, status)
+        item.done_item = done
+        part = done["content"][0]
+        return [
+            {
+                "type": "response.output_text.done",
+                **base,
+                "content_index": 0,
+                "text": text,
+                "logprobs": [],
+            },
+            {"type": "response.content_part.done", **base, "content_index": 0, "part": part},
+            {"type": "response.output_item.done", "output_index": item.output_index, "item": done},
+        ]
+    part = {"type": "reasoning_text", "text": text}
+    done = {
+        "id": item.item_id,
+        "type": "reasoning",
+        "summary": [],
+        "content": [part],
+        "status": status,
+    }
+    if seal is not None:
+        done["encrypted_content"] = seal.seal(text)
+    item.done_item = done
+    return [
+        {"type": "response.reasoning_text.done", **base, "content_index": 0, "text": text},
+        {"type": "response.content_part.done", **base, "content_index": 0, "part": part},
+        {"type": "response.output_item.done", "output_index": item.output_index, "item": done},
+    ]
+
+
+def call_added(item: Item) -> Event:
+    return {
+        "type": "response.output_item.added",
+        "output_index": item.output_index,
+        "item": call_item(item, "in_progress", added=True),
+    }
+
+
+def call_arguments(item: Item, arguments: str, events: list[Event]) -> None:
+    """What a piece of a call's arguments shows the client: itself for a
+    function call, the part of the custom tool's input it completes for a
+    custom tool call (nothing for a tool search)."""
+    if item.kind == "function_call":
+        events.append(
+            {
+                "type": "response.function_call_arguments.delta",
+                "item_id": item.item_id,
+                "output_index": item.output_index,
+                "delta": arguments,
+            }
+        )
+    elif item.decoder is not None:
+        decoded = item.decoder.feed(arguments)
+        if decoded:
+            events.append(custom_delta(item, decoded))
+
+
+def custom_delta(item: Item, text: str) -> Event:
+    item.streamed.append(text)
+    return {
+        "type": "response.custom_tool_call_input.delta",
+        "item_id": item.item_id,
+        "output_index": item.output_index,
+        "delta": text,
+    }
+
+
+def call_closed(item: Item, status: str) -> list[Event]:
+    """A tool call ends, with its arguments (or input) whole."""
+    done = call_item(item, status)
+    item.done_item = done
+    base = {"item_id": item.item_id, "output_index": item.output_index}
+    events: list[Event] = []
+    if item.kind == "function_call":
+        events.append(
+            {
+                "type": "response.function_call_arguments.done",
+                **base,
+                "name": done["name"],
+                "arguments": done["arguments"],
+            }
+        )
+    elif item.kind == "custom_tool_call":
+        streamed = "".join(item.streamed)
+        if len(done["input"]) > len(streamed):
+            # What the incremental decoder could not stream (a reply shaped
+            # otherwise than {"input": "..."}) goes out as one last delta.
+            events.append(custom_delta(item, done["input"][len(streamed) :]))
+        events.append(
+            {"type": "response.custom_tool_call_input.done", **base, "input": done["input"]}
+        )
+    events.append(
+        {"type": "response.output_item.done", "output_index": item.output_index, "item": done}
+    )
+    return events
