@@ -34,6 +34,7 @@ from accounts.audit import CLI, Actor, audit_record
 from accounts.models import Organisation
 from responses_api.models import StoredItem, StoredResponse
 from responses_api.runtime.secrets import decrypt_bytes, encrypt_bytes
+from responses_api.store.sql import Entry, postgres_params, row_values, sqlite_write, statements
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +90,6 @@ def _live(organisation_id: int, now: datetime) -> Any:
 
 
 # --- the request path ----------------------------------------------------------
-
-
-Entry = tuple[tuple[Any, ...], list[tuple[int, str, str]]]
 
 
 def response_entry(
@@ -160,86 +158,9 @@ def responses_insert(entries: Sequence[Entry]) -> None:
                 cursor.executemany(sql[1], items)
 
 
-def row_values(connection: Any, row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``row``'s values as ``connection`` takes them (its datetimes)."""
-    adapt = connection.ops.adapt_datetimefield_value
-    return (*row[:8], adapt(row[8]), adapt(row[9]))
-
-
-def postgres_params(connection: Any, entry: Entry) -> tuple[Any, ...]:
-    """The parameters of PostgreSQL's one statement for ``entry``."""
-    row, items = entry
-    return (*row_values(connection, row), row[1], [item_id for *_, item_id in items])
-
-
-def sqlite_write(raw: Any, connection: Any, entries: Sequence[Entry]) -> None:
-    """On the DB-API connection ``raw``, in the transaction its caller began:
-    the inserts, then the commit, or the rollback and the error."""
-    sql = statements(connection)
-    try:
-        for row, items in entries:
-            raw.execute(sql[0], row_values(connection, row))
-            if items:
-                raw.executemany(sql[1], items)
-    except BaseException:
-        raw.execute("ROLLBACK")
-        raise
-    raw.execute("COMMIT")
-
-
 def response_save(**kwargs: Any) -> None:
     """Keep one response (see :func:`response_entry`)."""
     responses_insert([response_entry(**kwargs)])
-
-
-_SQL: dict[str, tuple[str, str, str]] = {}
-
-
-def statements(connection: Any) -> tuple[str, str, str]:
-    """The inserts of :func:`responses_insert`, for ``connection``'s vendor:
-    a response, its item ids, and (PostgreSQL) both in one statement."""
-    sql = _SQL.get(connection.vendor)
-    if sql is None:
-        sql = _SQL[connection.vendor] = _statements(connection)
-    return sql
-
-
-def _statements(connection: Any) -> tuple[str, str, str]:
-    quote = connection.ops.quote_name
-
-    def columns(model: Any, fields: Sequence[str]) -> str:
-        return ", ".join(quote(model._meta.get_field(f).column) for f in fields)
-
-    responses, items = (quote(m._meta.db_table) for m in (StoredResponse, StoredItem))
-    # SQLite's statements run on the DB-API connection (``responses_insert``).
-    mark = "?" if connection.vendor == "sqlite" else "%s"
-    marks = ", ".join([mark] * len(_RESPONSE_FIELDS))
-    response = f"INSERT INTO {responses} ({columns(StoredResponse, _RESPONSE_FIELDS)}) "
-    item_columns = columns(StoredItem, ("organisation", "response", "item_id"))
-    both = (
-        f"WITH kept AS ({response}VALUES ({marks}) RETURNING {quote('id')}) "
-        f"INSERT INTO {items} ({item_columns}) "
-        f"SELECT %s, kept.{quote('id')}, unnest(%s::varchar[]) FROM kept"
-    )
-    return (
-        f"{response}VALUES ({marks})",
-        f"INSERT INTO {items} ({item_columns}) VALUES ({mark}, {mark}, {mark})",
-        both,
-    )
-
-
-_RESPONSE_FIELDS = (
-    "id",
-    "organisation",
-    "previous_response_id",
-    "root_id",
-    "depth",
-    "affinity",
-    "data",
-    "size",
-    "created_at",
-    "expires_at",
-)
 
 
 @dataclass(frozen=True, slots=True)
