@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from responses_api.backends.routing import affinity_key, choose
+from responses_api.backends.routing import affinity_key
+from responses_api.backends.routing_state import choose
 from responses_api.protocol.body import CreateResponse
 from responses_api.usage.ratelimit import Scope, _headers, _verdict
 
