@@ -1,6 +1,6 @@
 """What the simulator backend says: tool calls, JSON from a schema, usage.
 
-Pure functions for ``simulator.py`` (no I/O, no Django).
+Pure functions for ``simulator/plan.py`` and ``simulator/server.py`` (no I/O, no Django).
 """
 
 from __future__ import annotations
