@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from responses_api.catalogue import catalog
-from responses_api.checks.model_check import NAMES, run_check, table
+from responses_api.checks.capabilities import NAMES
+from responses_api.checks.model_check import run_check, table
 from tests.conftest import ROOT, Proc, _log_path, free_port
 from tests.llamacpp.conftest import FIXTURES, UPSTREAM_MODEL, LlamaServer, start_llama_server
 from tests.support import wait_until

@@ -12,7 +12,8 @@ from django.core.management import CommandError, call_command
 
 from accounts.models import ApiKey
 from responses_api.catalogue import catalog
-from responses_api.checks.model_check import NAMES, run_check
+from responses_api.checks.capabilities import NAMES
+from responses_api.checks.model_check import run_check
 from responses_api.models import ModelCheck, UsageLog
 from tests.conftest import Proc, start_simulator
 
