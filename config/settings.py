@@ -13,6 +13,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from config.settings_checks import fernet_refusals, production_refusals
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -32,58 +34,10 @@ def secret(name: str, default: str | None = None) -> str | None:
 DEBUG = env.bool("DEBUG", default=False)
 PRODUCTION = env.bool("SWITCHYARD_PRODUCTION", default=False)
 
-# In production (SWITCHYARD_PRODUCTION=true) the embedded defaults are refused:
-# every one of these must be given, or the process stops at startup with one
-# message naming all that is missing.
-PRODUCTION_REQUIRED = (
-    "SECRET_KEY",
-    "DATABASE_URL",
-    "REDIS_URL",
-    "SWITCHYARD_ENCRYPTION_KEY",
-    "ALLOWED_HOSTS",
-)
+# In production the embedded defaults are refused, and so are settings given
+# but unsafe (config/settings_checks.py).
 if PRODUCTION:
-    _missing = [
-        name
-        for name in PRODUCTION_REQUIRED
-        if not (secret(name) if name != "ALLOWED_HOSTS" else env.str(name, default=""))
-    ]
-    if _missing:
-        raise ImproperlyConfigured(
-            "SWITCHYARD_PRODUCTION is set but these settings are missing: "
-            + ", ".join(_missing)
-            + ". Set each in the environment (secrets also as NAME_FILE, a path to a file "
-            "holding the value); see platform/README.md."
-        )
-    if DEBUG:
-        raise ImproperlyConfigured("DEBUG must not be true when SWITCHYARD_PRODUCTION is set.")
-    # Given, but unsafe: each problem says how to fix it, all in one message.
-    _unsafe = []
-    if len(secret("SECRET_KEY") or "") < 50:
-        _unsafe.append(
-            "SECRET_KEY is shorter than 50 characters; generate one with: "
-            "python3 -c 'import secrets; print(secrets.token_urlsafe(50))'"
-        )
-    if any("*" in host for host in env.list("ALLOWED_HOSTS", default=[])):
-        _unsafe.append(
-            "ALLOWED_HOSTS contains '*', which accepts any Host header; list the names "
-            "clients and probes use (e.g. switchyard.example.com,localhost)"
-        )
-    _database = env.db_url_config(secret("DATABASE_URL") or "")
-    if _database["ENGINE"].endswith("sqlite3") and not env.bool(
-        "SWITCHYARD_ALLOW_SQLITE", default=False
-    ):
-        _unsafe.append(
-            "DATABASE_URL is a SQLite database, which serialises writers and cannot be shared "
-            "by several processes; use postgres://USER:PASSWORD@HOST:5432/NAME, or set "
-            "SWITCHYARD_ALLOW_SQLITE=true for a single-process installation"
-        )
-    if _unsafe:
-        raise ImproperlyConfigured(
-            "SWITCHYARD_PRODUCTION is set but these settings are unsafe: "
-            + "; ".join(_unsafe)
-            + "."
-        )
+    production_refusals(env=env, secret=secret, debug=DEBUG)
 
 SECRET_KEY = secret("SECRET_KEY") or "switchyard-embedded-default-not-for-production"
 
@@ -319,21 +273,10 @@ METRICS_TOKEN = secret("METRICS_TOKEN") or ""
 # from SECRET_KEY when unset, so the embedded default needs no configuration.
 SWITCHYARD_ENCRYPTION_KEY = secret("SWITCHYARD_ENCRYPTION_KEY") or ""
 SWITCHYARD_ENCRYPTION_KEYS_OLD = secret("SWITCHYARD_ENCRYPTION_KEYS_OLD") or ""
-for _name, _keys in (
-    ("SWITCHYARD_ENCRYPTION_KEY", SWITCHYARD_ENCRYPTION_KEY),
-    ("SWITCHYARD_ENCRYPTION_KEYS_OLD", SWITCHYARD_ENCRYPTION_KEYS_OLD),
-):
-    from cryptography.fernet import Fernet
-
-    for _key in filter(None, (k.strip() for k in _keys.split(","))):
-        try:
-            Fernet(_key)
-        except ValueError:
-            raise ImproperlyConfigured(
-                f"{_name} is not a Fernet key (each comma-separated entry is 32 url-safe "
-                "base64-encoded bytes); generate one with: python -c "
-                "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
-            ) from None
+fernet_refusals(
+    SWITCHYARD_ENCRYPTION_KEY=SWITCHYARD_ENCRYPTION_KEY,
+    SWITCHYARD_ENCRYPTION_KEYS_OLD=SWITCHYARD_ENCRYPTION_KEYS_OLD,
+)
 # Seconds an API key or a model catalogue stays in a process's cache. Bounds
 # how long a revocation takes to reach every web process.
 SWITCHYARD_AUTH_CACHE_SECONDS = env.float("SWITCHYARD_AUTH_CACHE_SECONDS", default=5.0)
