@@ -109,19 +109,24 @@ class MessageItem(Loose):
     id: StrictStr | None = None
 
 
-class FunctionCallItem(Loose):
-    type: Literal["function_call"]
+class _Call(Loose):
+    """A call the model made to one of the client's tools, named as the
+    client knows it (a name, and the namespace of a namespace tool)."""
+
+    type: StrictStr
     call_id: StrictStr
     name: StrictStr
+
+
+class FunctionCallItem(_Call):
+    type: Literal["function_call"]
     arguments: StrictStr = ""
     namespace: StrictStr | None = None
     id: StrictStr | None = None
 
 
-class CustomToolCallItem(Loose):
+class CustomToolCallItem(_Call):
     type: Literal["custom_tool_call"]
-    call_id: StrictStr
-    name: StrictStr
     input: StrictStr = ""
     namespace: StrictStr | None = None
 
