@@ -1,14 +1,27 @@
-"""The first requests end to end: the OpenAI SDK → daphne → the simulator."""
+"""The first requests end to end: the OpenAI SDK → the ASGI application →
+the simulator."""
 
 import uuid
 
 import httpx
 import pytest
-from openai import APIStatusError, OpenAI
+from openai import APIStatusError
 
+from tests import inprocess
 from tests.conftest import usage_rows, wait_rows
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def simulator():
+    return inprocess.simulator()
+
+
+@pytest.fixture
+def gateway():
+    with inprocess.serving() as gateway:
+        yield gateway
 
 
 @pytest.fixture
@@ -17,8 +30,8 @@ def acme(provision, simulator):
 
 
 @pytest.fixture
-def client(api_server, acme):
-    return OpenAI(base_url=api_server.url + "/v1", api_key=acme.key, max_retries=0)
+def client(gateway, acme):
+    return gateway.openai(acme.key)
 
 
 def test_string_input_gives_a_completed_response(client, acme):
@@ -53,8 +66,8 @@ def test_stream_with_get_final_response(client, acme):
     assert rows[0].stream and rows[0].status == 200 and rows[0].ttft_ms is not None
 
 
-def test_api_prefix_serves_the_same_api(api_server, acme):
-    client = OpenAI(base_url=api_server.url + "/api/v1", api_key=acme.key, max_retries=0)
+def test_api_prefix_serves_the_same_api(gateway, acme):
+    client = gateway.openai(acme.key, prefix="/api/v1")
     assert client.responses.create(model="sim-model", input="hi").output_text
 
 
@@ -62,9 +75,9 @@ def test_models_lists_the_organisations_models(client):
     assert [m.id for m in client.models.list()] == ["sim-model"]
 
 
-def test_backend_headers_and_server_timing(api_server, acme):
-    response = httpx.post(
-        api_server.url + "/v1/responses",
+def test_backend_headers_and_server_timing(gateway, acme):
+    response = gateway.http.post(
+        "/v1/responses",
         headers={"authorization": f"Bearer {acme.key}"},
         json={"model": "sim-model", "input": "hi"},
     )
@@ -95,9 +108,9 @@ def _assert_envelope(response: httpx.Response, status: int, code: str | None = N
         {"x-api-key": "nope"},
     ],
 )
-def test_bad_keys_get_401_with_envelope_and_leave_no_row(api_server, acme, headers):
-    response = httpx.post(
-        api_server.url + "/v1/responses",
+def test_bad_keys_get_401_with_envelope_and_leave_no_row(gateway, acme, headers):
+    response = gateway.http.post(
+        "/v1/responses",
         headers=headers,
         json={"model": "sim-model", "input": "hi"},
     )
@@ -106,9 +119,9 @@ def test_bad_keys_get_401_with_envelope_and_leave_no_row(api_server, acme, heade
     assert usage_rows() == []
 
 
-def test_x_api_key_header_is_accepted(api_server, acme):
-    response = httpx.post(
-        api_server.url + "/v1/responses",
+def test_x_api_key_header_is_accepted(gateway, acme):
+    response = gateway.http.post(
+        "/v1/responses",
         headers={"x-api-key": acme.key},
         json={"model": "sim-model", "input": "hi"},
     )
@@ -153,10 +166,10 @@ def test_x_api_key_header_is_accepted(api_server, acme):
     ],
 )
 def test_bad_requests_get_an_envelope_and_one_row(
-    api_server, acme, body, content_type, status, code, param
+    gateway, acme, body, content_type, status, code, param
 ):
-    response = httpx.post(
-        api_server.url + "/v1/responses",
+    response = gateway.http.post(
+        "/v1/responses",
         content=body,
         headers={"authorization": f"Bearer {acme.key}", "content-type": content_type},
     )
@@ -174,19 +187,17 @@ def test_unknown_model_message_names_it(client):
     assert "gpt-5-codex" in error.value.message and "/v1/models" in error.value.message
 
 
-def test_wrong_method_and_unknown_route(api_server, acme):
+def test_wrong_method_and_unknown_route(gateway, acme):
     auth = {"authorization": f"Bearer {acme.key}"}
-    _assert_envelope(httpx.get(api_server.url + "/v1/responses", headers=auth), 405)
-    _assert_envelope(httpx.get(api_server.url + "/v1/nothing-here", headers=auth), 404)
-    _assert_envelope(
-        httpx.post(api_server.url + "/v1/responses/compact", headers=auth, json={}), 404
-    )
+    _assert_envelope(gateway.http.get("/v1/responses", headers=auth), 405)
+    _assert_envelope(gateway.http.get("/v1/nothing-here", headers=auth), 404)
+    _assert_envelope(gateway.http.post("/v1/responses/compact", headers=auth, json={}), 404)
 
 
-def test_a_key_cannot_use_another_organisations_model(api_server, provision, simulator):
+def test_a_key_cannot_use_another_organisations_model(gateway, provision, simulator):
     acme = provision("acme", simulator.url)
     globex = provision("globex", simulator.url, model="globex-only")
-    client = OpenAI(base_url=api_server.url + "/v1", api_key=acme.key, max_retries=0)
+    client = gateway.openai(acme.key)
     with pytest.raises(APIStatusError) as error:
         client.responses.create(model="globex-only", input="hi")
     assert error.value.status_code == 404
@@ -195,16 +206,16 @@ def test_a_key_cannot_use_another_organisations_model(api_server, provision, sim
     assert usage_rows(organisation=globex.organisation) == []
 
 
-def test_a_key_limited_to_other_models_gets_403(api_server, provision, simulator):
+def test_a_key_limited_to_other_models_gets_403(gateway, provision, simulator):
     acme = provision("acme", simulator.url, allowed_models=["other-model"])
-    client = OpenAI(base_url=api_server.url + "/v1", api_key=acme.key, max_retries=0)
+    client = gateway.openai(acme.key)
     with pytest.raises(APIStatusError) as error:
         client.responses.create(model="sim-model", input="hi")
     assert error.value.status_code == 403
     assert error.value.body["code"] == "model_not_allowed"
 
 
-def test_a_key_from_the_provisioning_commands_works(api_server, simulator):
+def test_a_key_from_the_provisioning_commands_works(gateway, simulator):
     from io import StringIO
 
     from django.core.management import call_command
@@ -227,7 +238,7 @@ def test_a_key_from_the_provisioning_commands_works(api_server, simulator):
         "sim-model",
     )
     key = run("create_api_key", "--org", "ops", "--name", "ci").splitlines()[-1]
-    client = OpenAI(base_url=api_server.url + "/v1", api_key=key, max_retries=0)
+    client = gateway.openai(key)
     response = client.responses.create(model="ops-model", input="[[text:provisioned]]")
     assert response.output_text == "provisioned"
     row = wait_rows(organisation__slug="ops")[0]
