@@ -21,7 +21,7 @@ from accounts.keys import (
     looks_like_admin_key,
 )
 from accounts.models import AdminApiKey, Organisation
-from accounts.services import key_revoke
+from accounts.services.api_keys import key_revoke
 from accounts.validation import all_errors, expiry_field, role_field, text_field
 
 # ``last_used_at`` is written at most this often per key: a busy automation

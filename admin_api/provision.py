@@ -32,13 +32,8 @@ from rest_framework import serializers
 
 from accounts.audit import CLI
 from accounts.models import ApiKey, Organisation
-from accounts.services import (
-    api_key_create,
-    api_key_revoke,
-    api_key_update,
-    organisation_ensure,
-    organisation_settings_update,
-)
+from accounts.services.api_keys import api_key_create, api_key_revoke, api_key_update
+from accounts.services.organisations import organisation_ensure, organisation_settings_update
 from admin_api.errors import first_error, from_service
 from admin_api.serializers.accounts import ApiKeySerializer, OrganisationSerializer
 from admin_api.serializers.catalogue import BackendSerializer, ModelSerializer

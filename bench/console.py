@@ -86,7 +86,9 @@ def _ensure_database(database_url: str) -> None:
 
 def provision() -> dict:
     from accounts.models import ApiKey
-    from accounts.services import api_key_create, member_ensure, organisation_ensure
+    from accounts.services.api_keys import api_key_create
+    from accounts.services.members import member_ensure
+    from accounts.services.organisations import organisation_ensure
     from responses_api.catalogue.services import backend_ensure, model_ensure
     from responses_api.models import Backend
 

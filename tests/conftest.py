@@ -173,7 +173,8 @@ def api_server(django_db_setup, django_db_blocker) -> Iterator[Proc]:
 
 @pytest.fixture
 def people(db):
-    from accounts.services import member_ensure, organisation_ensure
+    from accounts.services.members import member_ensure
+    from accounts.services.organisations import organisation_ensure
 
     acme, _ = organisation_ensure(slug="acme", name="Acme")
     globex, _ = organisation_ensure(slug="globex", name="Globex")
@@ -209,7 +210,7 @@ class Tenant:
 @pytest.fixture
 def provision(people):
     """Give an organisation a backend, a model and an API key."""
-    from accounts.services import api_key_create
+    from accounts.services.api_keys import api_key_create
     from responses_api.catalogue.services import backend_ensure, model_ensure
 
     def make(

@@ -14,16 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import ApiKey, AuditEntry, Invitation, Membership
-from accounts.services import (
-    api_key_create,
-    api_key_revoke,
-    api_key_update,
-    invitation_create,
-    invitation_revoke,
-    member_remove,
-    member_role_set,
-    organisation_settings_update,
-)
+from accounts.services.api_keys import api_key_create, api_key_revoke, api_key_update
+from accounts.services.invitations import invitation_create, invitation_revoke
+from accounts.services.members import member_remove, member_role_set
+from accounts.services.organisations import organisation_settings_update
 from admin_api.errors import service_errors
 from admin_api.filters import AuditFilter
 from admin_api.serializers.accounts import (

@@ -27,18 +27,16 @@ from accounts.access import (
 )
 from accounts.audit import Actor
 from accounts.models import Membership
-from accounts.services import (
+from accounts.services.invitations import (
     invitation_accept,
     invitation_account,
     invitation_create,
     invitation_from_token,
     invitation_join,
     invitation_revoke,
-    member_add,
-    member_remove,
-    member_role_set,
-    organisation_settings_update,
 )
+from accounts.services.members import member_add, member_remove, member_role_set
+from accounts.services.organisations import organisation_settings_update
 from console.forms import (
     AcceptInvitationForm,
     InviteForm,

@@ -4,8 +4,8 @@ A hit costs a dict lookup; a miss is one indexed query on the key's hash,
 one per key however many requests miss at once. An entry expired less than
 ``SWITCHYARD_AUTH_CACHE_SECONDS`` ago is still used while it is reloaded
 (:mod:`responses_api.runtime.flight`). Revocation through
-:func:`accounts.services.api_key_revoke` drops the entry in that process at
-once; other processes see it within ``SWITCHYARD_AUTH_CACHE_SECONDS`` of
+:func:`accounts.services.api_keys.api_key_revoke` drops the entry in that process
+at once; other processes see it within ``SWITCHYARD_AUTH_CACHE_SECONDS`` of
 their entry's last load, plus that reload's time.
 """
 

@@ -75,7 +75,7 @@ def run_check(
     only: tuple[str, ...] | None = None,
 ) -> ModelCheck:
     """Run every capability against the model and store the results."""
-    from accounts.services import api_key_create, api_key_revoke
+    from accounts.services.api_keys import api_key_create, api_key_revoke
     from responses_api.backends.client import close_clients
 
     model, backend = resolve(org_slug, model_id, backend_name)

@@ -14,7 +14,8 @@ from accounts.access import (
 )
 from accounts.audit import CLI
 from accounts.models import Membership
-from accounts.services import api_key_create, invitation_create
+from accounts.services.api_keys import api_key_create
+from accounts.services.invitations import invitation_create
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from accounts.keys import hash_key
 from accounts.models import ApiKey
-from accounts.services import api_key_create, api_key_revoke
+from accounts.services.api_keys import api_key_create, api_key_revoke
 from responses_api.access.auth import authenticate
 from responses_api.protocol.errors import ApiError
 

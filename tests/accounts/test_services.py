@@ -10,21 +10,15 @@ from django.utils import timezone
 
 from accounts.audit import CLI, Actor
 from accounts.models import ApiKey, AuditEntry, Invitation, Membership
-from accounts.services import (
-    api_key_create,
-    api_key_revoke,
-    api_key_update,
+from accounts.services.api_keys import api_key_create, api_key_revoke, api_key_update
+from accounts.services.invitations import (
     invitation_accept,
     invitation_create,
     invitation_from_token,
     invitation_revoke,
-    member_add,
-    member_ensure,
-    member_remove,
-    member_role_set,
-    organisation_ensure,
-    organisation_settings_update,
 )
+from accounts.services.members import member_add, member_ensure, member_remove, member_role_set
+from accounts.services.organisations import organisation_ensure, organisation_settings_update
 
 pytestmark = pytest.mark.django_db
 

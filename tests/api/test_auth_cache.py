@@ -8,7 +8,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from accounts.keys import hash_key
-from accounts.services import api_key_create
+from accounts.services.api_keys import api_key_create
 from responses_api.access import auth
 from responses_api.protocol.errors import ApiError
 
@@ -103,7 +103,7 @@ def test_an_entry_just_expired_is_used_while_one_reload_runs(people, monkeypatch
 def test_a_key_revoked_while_it_loads_is_not_cached(people, monkeypatch):
     from accounts.audit import CLI
     from accounts.models import ApiKey
-    from accounts.services import api_key_revoke
+    from accounts.services.api_keys import api_key_revoke
 
     key, raw = api_key_create(organisation=people["acme"], name="revoked")
     real = auth._load

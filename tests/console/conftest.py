@@ -17,7 +17,7 @@ from django.utils import timezone
 @pytest.fixture
 def crew(people):
     from accounts.access import SUPPORT_GROUP
-    from accounts.services import member_ensure
+    from accounts.services.members import member_ensure
 
     acme = people["acme"]
     erin, _ = member_ensure(
@@ -75,7 +75,7 @@ class Estate:
 
 
 def _estate(org, owner, name: str) -> Estate:
-    from accounts.services import api_key_create
+    from accounts.services.api_keys import api_key_create
     from responses_api.catalogue.services import backend_ensure, model_ensure
 
     backend, _ = backend_ensure(

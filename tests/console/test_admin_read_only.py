@@ -23,7 +23,7 @@ def _rows(crew, estates):
     """For each admin: its URL name prefix, a row, and the console page that edits the row."""
     from accounts.audit import Actor
     from accounts.models import AuditEntry, Membership
-    from accounts.services import invitation_create
+    from accounts.services.invitations import invitation_create
     from console.models import BackendHealthCheck
 
     acme = estates["acme"]

@@ -185,7 +185,7 @@ def test_an_organisation_always_keeps_an_owner(as_user, crew):
 
 
 def test_the_organisation_switcher_changes_the_current_organisation(crew, estates):
-    from accounts.services import member_ensure
+    from accounts.services.members import member_ensure
 
     member_ensure(organisation=crew["globex"], email="alice@example.com", role="viewer")
     client = Client()

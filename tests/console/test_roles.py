@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 
 from accounts.models import ApiKey, AuditEntry
-from accounts.services import api_key_create
+from accounts.services.api_keys import api_key_create
 
 pytestmark = pytest.mark.django_db
 

@@ -117,7 +117,7 @@ def test_the_django_admin_stays_for_superusers(client, estates):
 
 
 def test_the_audit_log_says_when_a_change_came_from_the_command_line(as_user, crew):
-    from accounts.services import api_key_create
+    from accounts.services.api_keys import api_key_create
 
     api_key_create(organisation=crew["acme"], name="from the shell")
     page = as_user("alice").get(reverse("console:audit")).content.decode()

@@ -62,7 +62,7 @@ def test_the_keys_page_shows_the_spend_and_a_badge_near_the_budget(as_user, spen
 
 def test_the_dashboard_shows_the_organisations_month_against_its_limits(as_user, spent, crew):
     from accounts.audit import CLI
-    from accounts.services import organisation_settings_update
+    from accounts.services.organisations import organisation_settings_update
 
     organisation_settings_update(
         organisation=crew["acme"], actor=CLI, data={"monthly_budget": Decimal(10)}

@@ -140,7 +140,7 @@ def test_codex_stops_at_a_spent_quota_without_retrying(codex, api_server):
     from openai import OpenAI
 
     from accounts.models import ApiKey
-    from accounts.services import api_key_update
+    from accounts.services.api_keys import api_key_update
 
     key = ApiKey.objects.get(organisation=codex.tenant.organisation, name="acme key")
     api_key_update(api_key=key, actor=_cli(), data={"monthly_tokens": 10})

@@ -177,7 +177,8 @@ def llama_tenant(transactional_db, api_server) -> Callable[..., LlamaTenant]:
     No people: these tests need only an organisation and a key (and the
     password hashing of the ``people`` fixture is slow on a loaded machine).
     """
-    from accounts.services import api_key_create, organisation_ensure
+    from accounts.services.api_keys import api_key_create
+    from accounts.services.organisations import organisation_ensure
     from responses_api.catalogue.services import backend_ensure, model_ensure
 
     def make(

@@ -62,7 +62,7 @@ def stand_in(llama_check) -> Iterator[Proc]:
 
 
 def test_every_capability_passes_against_llama_server(stand_in, llama_check):
-    from accounts.services import organisation_ensure
+    from accounts.services.organisations import organisation_ensure
     from responses_api.catalogue.services import backend_ensure, model_ensure
 
     catalog.forget()

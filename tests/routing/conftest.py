@@ -86,7 +86,7 @@ class Fleet:
 
 @pytest.fixture
 def fleet_for(people):
-    from accounts.services import api_key_create
+    from accounts.services.api_keys import api_key_create
     from responses_api.catalogue.services import backend_ensure, model_ensure
 
     def make(

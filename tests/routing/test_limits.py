@@ -44,7 +44,7 @@ def test_requests_per_minute_per_key_across_processes(still_web, sims, fleet_for
 
 
 def test_organisation_limit_counts_all_its_keys_together(still_web, sims, fleet_for, people):
-    from accounts.services import api_key_create
+    from accounts.services.api_keys import api_key_create
 
     people["acme"].default_rpm = 2
     people["acme"].save()

@@ -139,7 +139,7 @@ async def drive(plans: list[Plan], urls: list[str], keys: dict[bool, str]) -> No
 def test_load_with_cancellations_and_rate_limits_keeps_one_exact_row_per_request(
     web, fleet_for, people
 ):
-    from accounts.services import api_key_create
+    from accounts.services.api_keys import api_key_create
 
     sims = [start_simulator(), start_simulator()]
     try:

@@ -93,7 +93,8 @@ def test_key_budget_refuses_the_request_after_the_one_that_reached_it(web, price
 
 def test_organisation_token_quota_counts_all_its_keys(web, priced, people):
     from accounts.audit import CLI
-    from accounts.services import api_key_create, organisation_settings_update
+    from accounts.services.api_keys import api_key_create
+    from accounts.services.organisations import organisation_settings_update
 
     # What one request counts: its input and output tokens.
     probe = priced(org="globex")

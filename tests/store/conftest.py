@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from openai import OpenAI
 
-from accounts.services import organisation_ensure, organisation_settings_update
+from accounts.services.organisations import organisation_ensure, organisation_settings_update
 from tests.store.recorder import Recorder
 
 

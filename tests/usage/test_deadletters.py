@@ -46,7 +46,7 @@ def run(*args: str) -> tuple[str, int]:
 def doomed(people):
     """An organisation deleted after its request was answered: its row can
     never be inserted until the organisation is back."""
-    from accounts.services import organisation_ensure
+    from accounts.services.organisations import organisation_ensure
 
     org, _ = organisation_ensure(slug="doomed", name="Doomed")
     row = a_row(org.pk, user_agent="secret-agent/1", session_id="s-secret")

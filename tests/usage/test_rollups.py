@@ -239,7 +239,7 @@ def test_postgresql_takes_a_batch_as_column_arrays_of_128_rows(people):
 def test_a_row_the_writer_inserts_reads_back_as_the_orm_stores_it(people):
     """Every column, with the values that quoting gets wrong: quotes, braces,
     backslashes, commas, a text "NULL", line breaks, nested JSON, NULLs."""
-    from accounts.services import api_key_create
+    from accounts.services.api_keys import api_key_create
 
     key, _ = api_key_create(organisation=people["acme"], name="writer")
     awkward = 'say "hi", {x}\\y \\"z\\" NULL\n\tend \u00e9\U0001f98a'

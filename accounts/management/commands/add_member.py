@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 
 from accounts.management.commands._common import command_error, get_org
 from accounts.models import Membership
-from accounts.services import member_ensure
+from accounts.services.members import member_ensure
 
 
 class Command(BaseCommand):

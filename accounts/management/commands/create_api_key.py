@@ -12,7 +12,7 @@ from accounts.management.commands._common import (
     get_org,
     spend_options,
 )
-from accounts.services import api_key_create
+from accounts.services.api_keys import api_key_create
 
 
 class Command(BaseCommand):

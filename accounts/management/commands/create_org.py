@@ -8,7 +8,7 @@ from django.db import transaction
 from accounts.audit import CLI
 from accounts.management.commands._common import add_spend_arguments, command_error, spend_options
 from accounts.models import Organisation
-from accounts.services import organisation_ensure, organisation_settings_update
+from accounts.services.organisations import organisation_ensure, organisation_settings_update
 
 
 class Command(BaseCommand):

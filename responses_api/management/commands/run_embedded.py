@@ -20,7 +20,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.utils.module_loading import import_string
 
-from accounts.services import api_key_create, member_ensure, organisation_ensure
+from accounts.services.api_keys import api_key_create
+from accounts.services.members import member_ensure
+from accounts.services.organisations import organisation_ensure
 from responses_api.catalogue.services import backend_ensure, model_ensure
 
 STATE = Path(settings.BASE_DIR) / ".run" / "demo.json"
