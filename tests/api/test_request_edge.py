@@ -1,6 +1,6 @@
 """The request edge of ``POST /v1/responses``: nesting depth, integer bounds,
 compressed and mis-encoded bodies each get a 2xx or a 4xx envelope, never a
-5xx. Against a real daphne process and the simulator."""
+5xx. Against the ASGI application in-process and the simulator."""
 
 from __future__ import annotations
 
@@ -15,20 +15,19 @@ import pytest
 import zstandard
 
 from responses_api.gateway.relay import MAX_DEPTH
+from tests import inprocess
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db
 
 DEPTHS = [100, 254, 256, 300, 1000, 1023, 5000]
 
 
 @pytest.fixture
-def endpoint(api_server, provision, simulator):
-    tenant = provision("acme", simulator.url)
-    http = httpx.Client(
-        base_url=api_server.url, headers={"authorization": f"Bearer {tenant.key}"}, timeout=60
-    )
-    yield http
-    http.close()
+def endpoint(provision):
+    tenant = provision("acme", inprocess.simulator().url)
+    with inprocess.serving() as gateway:
+        gateway.http.headers["authorization"] = f"Bearer {tenant.key}"
+        yield gateway.http
 
 
 def post(http: httpx.Client, content: bytes, **headers: str) -> httpx.Response:
