@@ -38,12 +38,8 @@ from admin_api.errors import first_error, from_service
 from admin_api.serializers.accounts import ApiKeySerializer, OrganisationSerializer
 from admin_api.serializers.catalogue import BackendSerializer, ModelSerializer
 from admin_api.writes import backend_service_data, model_write
-from responses_api.catalogue.services import (
-    backend_create,
-    backend_delete,
-    backend_update,
-    model_delete,
-)
+from responses_api.catalogue.services.backends import backend_create, backend_delete, backend_update
+from responses_api.catalogue.services.served_models import model_delete
 from responses_api.models import REASONING_LEVELS, Backend, ServedModel
 from responses_api.runtime.secrets import decrypt
 

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from accounts.audit import Actor
 from accounts.models import Organisation
-from responses_api.catalogue.services import (
+from responses_api.catalogue.services.served_models import (
     MODEL_FIELDS,
     deployment_remove,
     deployment_set,

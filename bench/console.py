@@ -89,7 +89,8 @@ def provision() -> dict:
     from accounts.services.api_keys import api_key_create
     from accounts.services.members import member_ensure
     from accounts.services.organisations import organisation_ensure
-    from responses_api.catalogue.services import backend_ensure, model_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
     from responses_api.models import Backend
 
     orgs = {}

@@ -21,7 +21,7 @@ from django.utils import timezone
 from accounts.models import AdminApiKey, Membership, Organisation
 from accounts.services.organisations import SETTINGS_FIELDS
 from console.throttle import login_failure_record, login_lockout, login_success_record
-from responses_api.catalogue.services import MODEL_FIELDS
+from responses_api.catalogue.services.served_models import MODEL_FIELDS
 from responses_api.models import REASONING_LEVELS, Backend, ServedModel
 
 

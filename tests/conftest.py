@@ -211,7 +211,8 @@ class Tenant:
 def provision(people):
     """Give an organisation a backend, a model and an API key."""
     from accounts.services.api_keys import api_key_create
-    from responses_api.catalogue.services import backend_ensure, model_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
 
     def make(
         org_slug: str,

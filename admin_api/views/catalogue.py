@@ -23,12 +23,8 @@ from admin_api.serializers.catalogue import (
 from admin_api.views.base import AdminViewSet
 from admin_api.writes import BACKEND_RENAME, backend_service_data, model_write
 from responses_api.backends.health import backend_check
-from responses_api.catalogue.services import (
-    backend_create,
-    backend_delete,
-    backend_update,
-    model_delete,
-)
+from responses_api.catalogue.services.backends import backend_create, backend_delete, backend_update
+from responses_api.catalogue.services.served_models import model_delete
 from responses_api.models import Backend, ServedModel
 
 

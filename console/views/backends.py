@@ -14,7 +14,7 @@ from console.forms import BackendForm, errors_onto
 from console.health import backend_connection_test
 from console.views.base import is_htmx
 from responses_api.access.objects import backends_for_member, get_backend_for_member
-from responses_api.catalogue.services import backend_create, backend_update
+from responses_api.catalogue.services.backends import backend_create, backend_update
 
 HISTORY_ROWS = 50
 

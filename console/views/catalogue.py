@@ -21,7 +21,7 @@ from responses_api.access.objects import (
     get_model_for_member,
     models_for_member,
 )
-from responses_api.catalogue.services import (
+from responses_api.catalogue.services.served_models import (
     deployment_remove,
     deployment_set,
     model_create,

@@ -146,7 +146,7 @@ def test_a_disconnect_mid_stream_aborts_upstream_and_hands_one_499_row(tenant, s
 
 
 def test_a_disconnect_while_queued_hands_a_499_row_with_its_wait(provision, simulator, rows):
-    from responses_api.catalogue.services import backend_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
 
     tenant = provision("acme", simulator.url)
     backend_ensure(

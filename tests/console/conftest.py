@@ -76,7 +76,8 @@ class Estate:
 
 def _estate(org, owner, name: str) -> Estate:
     from accounts.services.api_keys import api_key_create
-    from responses_api.catalogue.services import backend_ensure, model_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
 
     backend, _ = backend_ensure(
         organisation=org, name=f"{name}-gpu", base_url="http://127.0.0.1:9/v1", api_key="up-secret"

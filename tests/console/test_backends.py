@@ -79,7 +79,7 @@ def test_invalid_backend_forms_are_refused_with_a_message(as_user, estates, chan
 
 @pytest.mark.live
 def test_test_connection_reports_latency_and_models_and_records_history(as_user, crew, simulator):
-    from responses_api.catalogue.services import backend_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
 
     backend, _ = backend_ensure(organisation=crew["acme"], name="sim", base_url=simulator.url)
     client = as_user("alice")

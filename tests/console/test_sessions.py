@@ -43,7 +43,7 @@ def replay(url: str, key: str, name: str, *, drop: tuple[str, ...] = ()) -> dict
 
 @pytest.fixture
 def acme(provision, simulator):
-    from responses_api.catalogue.services import model_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
 
     tenant = provision("acme", simulator.url)
     model_ensure(

@@ -179,7 +179,8 @@ def llama_tenant(transactional_db, api_server) -> Callable[..., LlamaTenant]:
     """
     from accounts.services.api_keys import api_key_create
     from accounts.services.organisations import organisation_ensure
-    from responses_api.catalogue.services import backend_ensure, model_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
 
     def make(
         server: LlamaServer,

@@ -24,7 +24,7 @@ def build_info(server) -> str:
 
 
 def test_a_health_check_finds_the_server_its_build_and_its_models(llama_plain):
-    from responses_api.catalogue.services import backend_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
 
     backend, _ = backend_ensure(
         organisation=None, name="llama", base_url=llama_plain.url, dialect="llamacpp"

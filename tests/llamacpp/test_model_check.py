@@ -63,7 +63,8 @@ def stand_in(llama_check) -> Iterator[Proc]:
 
 def test_every_capability_passes_against_llama_server(stand_in, llama_check):
     from accounts.services.organisations import organisation_ensure
-    from responses_api.catalogue.services import backend_ensure, model_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
 
     catalog.forget()
     acme, _ = organisation_ensure(slug="acme", name="Acme")

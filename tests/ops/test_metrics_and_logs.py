@@ -78,7 +78,7 @@ def run_traffic(url: str, key: str, backend_id: str) -> None:
 @pytest.fixture
 def tenant(provision, simulator):
     from responses_api.backends.health import backend_check
-    from responses_api.catalogue.services import backend_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
 
     acme = provision("acme", simulator.url)
     backend, _ = backend_ensure(

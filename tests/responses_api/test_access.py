@@ -19,7 +19,8 @@ from responses_api.access.objects import (
     get_usage_row_for_support,
     usage_for_support,
 )
-from responses_api.catalogue.services import backend_ensure, model_ensure
+from responses_api.catalogue.services.backends import backend_ensure
+from responses_api.catalogue.services.served_models import model_ensure
 from responses_api.models import Backend, UsageLog
 
 pytestmark = pytest.mark.django_db

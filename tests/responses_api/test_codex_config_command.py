@@ -18,7 +18,7 @@ def run(*args: str) -> str:
 
 @pytest.fixture
 def acme(provision, people):
-    from responses_api.catalogue.services import model_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
 
     tenant = provision("acme", "http://127.0.0.1:9/v1", model="b-model")
     model_ensure(
@@ -59,7 +59,7 @@ def test_prints_the_files_and_picks_the_model(acme):
 
 
 def test_allowed_models_and_backends_limit_the_catalogue(provision, people, tmp_path):
-    from responses_api.catalogue.services import model_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
     from responses_api.models import ServedModel
 
     tenant = provision("acme", "http://127.0.0.1:9/v1", model="b-model", allowed_models=["b-model"])

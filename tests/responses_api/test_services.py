@@ -10,11 +10,13 @@ from django.core.exceptions import ValidationError
 from accounts.audit import CLI, Actor
 from accounts.models import AuditEntry
 from responses_api.catalogue import catalog
-from responses_api.catalogue.services import (
+from responses_api.catalogue.services.backends import (
     backend_create,
     backend_delete,
     backend_ensure,
     backend_update,
+)
+from responses_api.catalogue.services.served_models import (
     deployment_remove,
     deployment_set,
     model_create,

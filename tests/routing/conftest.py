@@ -87,7 +87,8 @@ class Fleet:
 @pytest.fixture
 def fleet_for(people):
     from accounts.services.api_keys import api_key_create
-    from responses_api.catalogue.services import backend_ensure, model_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
 
     def make(
         sims: list[Proc],

@@ -25,7 +25,7 @@ from admin_api.provision import ProvisionError, apply_document
 from responses_api.backends.client import BackendAddressRefused, Upstream
 from responses_api.backends.health import probe
 from responses_api.catalogue.addresses import address_kind, backend_policy
-from responses_api.catalogue.services import backend_create, backend_update
+from responses_api.catalogue.services.backends import backend_create, backend_update
 from responses_api.models import Backend
 from tests.admin_api.conftest import ADMIN, admin_keys, api, error_of  # noqa: F401
 from tests.conftest import server_env, start_daphne, wait_rows

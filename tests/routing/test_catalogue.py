@@ -10,7 +10,8 @@ import pytest
 
 from accounts.audit import CLI
 from responses_api.catalogue import catalog
-from responses_api.catalogue.services import backend_ensure, deployment_set, model_ensure
+from responses_api.catalogue.services.backends import backend_ensure
+from responses_api.catalogue.services.served_models import deployment_set, model_ensure
 
 pytestmark = pytest.mark.django_db
 

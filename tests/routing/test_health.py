@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db]
 
 
 def test_a_check_records_health_latency_version_and_models(people):
-    from responses_api.catalogue.services import backend_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
 
     sim = start_simulator("--models", "alpha,beta")
     try:
@@ -37,7 +37,7 @@ async def _mark(backend_id: str) -> None:
 def test_offline_after_consecutive_failures_and_online_after_one_success(people):
     import asyncio
 
-    from responses_api.catalogue.services import backend_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
 
     sim = start_simulator()
     url, port = sim.url, sim.port

@@ -74,7 +74,7 @@ def test_a_request_without_limits_claims_a_slot_then_hands_its_row_over_with_it(
 def test_an_unlimited_backend_nothing_compares_holds_no_slot(
     provision, simulator, round_trips, stream
 ):
-    from responses_api.catalogue.services import backend_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
 
     tenant = provision("acme", simulator.url)
     backend_ensure(

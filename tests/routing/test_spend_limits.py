@@ -52,7 +52,7 @@ def forget_counters(organisation) -> None:
 @pytest.fixture
 def priced(sims, fleet_for):
     """A fleet whose model has the prices above, counters starting clean."""
-    from responses_api.catalogue.services import model_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
 
     def make(*, org: str = "acme", **key_options):
         fleet = fleet_for(sims[:1], org=org, **key_options)

@@ -110,7 +110,8 @@ def test_store_false_keeps_nothing_but_may_continue(client, recorder):
 
 
 def test_a_chain_stays_on_the_backend_that_served_it(provision, recorder, client, acme):
-    from responses_api.catalogue.services import backend_ensure, model_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
 
     other, _ = backend_ensure(
         organisation=acme.organisation, name="sim2", base_url=recorder.url, dialect="vllm"

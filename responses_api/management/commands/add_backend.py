@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.management.commands._common import command_error, get_org
-from responses_api.catalogue.services import backend_ensure
+from responses_api.catalogue.services.backends import backend_ensure
 from responses_api.models import Backend
 
 

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.management.commands._common import command_error, get_org
-from responses_api.catalogue.services import model_ensure
+from responses_api.catalogue.services.served_models import model_ensure
 from responses_api.models import Backend
 
 

@@ -23,7 +23,8 @@ from django.utils.module_loading import import_string
 from accounts.services.api_keys import api_key_create
 from accounts.services.members import member_ensure
 from accounts.services.organisations import organisation_ensure
-from responses_api.catalogue.services import backend_ensure, model_ensure
+from responses_api.catalogue.services.backends import backend_ensure
+from responses_api.catalogue.services.served_models import model_ensure
 
 STATE = Path(settings.BASE_DIR) / ".run" / "demo.json"
 # The beat schedule's entries the embedded default runs on its local timer

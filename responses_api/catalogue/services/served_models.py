@@ -1,11 +1,6 @@
-"""Writes to backends, models and deployments.
-
-The one write path for these records: the console, the REST API and the
-management commands all call these functions, so every change is validated
-the same way, leaves an audit entry, and makes the API's catalogue cache
-forget the organisation at once. Bad input raises
-:class:`~django.core.exceptions.ValidationError` keyed by field name.
-"""
+"""The models an organisation offers under its own ids and aliases, their
+limits, reasoning efforts and prices, and the deployments that say which
+backends serve each one under which upstream name."""
 
 from __future__ import annotations
 
@@ -15,15 +10,12 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from accounts.access import is_platform_staff
 from accounts.audit import CLI, Actor, audit_record
-from accounts.models import AuditEntry, Organisation
+from accounts.models import Organisation
 from accounts.validation import (
     FieldErrors,
-    choice_field,
     count_field,
     flag_field,
     list_field,
@@ -33,7 +25,6 @@ from accounts.validation import (
     whole_field,
 )
 from responses_api.catalogue import catalog
-from responses_api.catalogue.addresses import base_url_error
 from responses_api.models import (
     DEFAULT_REASONING_LEVELS,
     REASONING_LEVELS,
@@ -41,279 +32,6 @@ from responses_api.models import (
     Deployment,
     ServedModel,
 )
-from responses_api.runtime.secrets import encrypt
-
-
-def _forget(organisation_id: int | None) -> None:
-    # A shared backend (no organisation) may serve every organisation.
-    catalog.forget(organisation_id)
-
-
-def _forget_deployed(model: ServedModel, backend: Backend) -> None:
-    # Whether a backend's load is counted depends on how many backends each
-    # model it serves has (``catalog.BackendEntry.counted``): a model on a
-    # shared backend changes that for every organisation using it.
-    shared = backend.organisation_id is None or (
-        model.deployments.filter(backend__organisation__isnull=True).exists()
-    )
-    _forget(None if shared else model.organisation_id)
-
-
-# --- Backends ----------------------------------------------------------------
-
-BACKEND_FIELDS = (
-    "name",
-    "base_url",
-    "dialect",
-    "max_concurrency",
-    "enabled",
-    "extra_body",
-    "allow_private",
-)
-
-
-def _backend_name_taken(
-    *, organisation_id: int | None, backend_id: uuid.UUID | None, name: str
-) -> bool:
-    if organisation_id is None:
-        same = Backend.objects.filter(organisation__isnull=True, name=name)
-    else:
-        same = Backend.objects.filter(organisation_id=organisation_id, name=name)
-    if backend_id is not None:
-        same = same.exclude(pk=backend_id)
-    return same.exists()
-
-
-def _may_allow_private(actor: Actor) -> bool:
-    """Platform staff: the command line, or a staff member in the console.
-    An organisation's admins (console or admin key) are not."""
-    if actor.source == AuditEntry.Source.CLI and actor.user is None:
-        return True
-    return actor.admin_key is None and actor.user is not None and is_platform_staff(actor.user)
-
-
-def _backend_clean(
-    *,
-    organisation_id: int | None,
-    backend_id: uuid.UUID | None,
-    values: dict[str, Any],
-    check_address: bool = True,
-) -> dict[str, Any]:
-    """Check a backend's fields (all of them, as they would be saved). The
-    address is looked up only when ``check_address``: a new backend, a new
-    URL or a narrower policy."""
-    errors = FieldErrors()
-    message = "Give the backend a name of at most 100 characters."
-    name = errors.check(
-        lambda: text_field(
-            values["name"], field="name", message=message, max_length=100, too_long=message
-        ),
-        "",
-    )
-    if name and _backend_name_taken(
-        organisation_id=organisation_id, backend_id=backend_id, name=name
-    ):
-        errors.add("name", f"A backend named “{name}” exists already.")
-    url = values["base_url"].strip().rstrip("/") if isinstance(values["base_url"], str) else ""
-    allow_private = errors.check(
-        lambda: flag_field(values["allow_private"], field="allow_private"), False
-    )
-    url_error = base_url_error(url, allow_private=allow_private if check_address else None)
-    if url_error:
-        errors.add("base_url", url_error)
-    errors.check(
-        lambda: choice_field(values["dialect"], field="dialect", choices=Backend.Dialect.values),
-        None,
-    )
-    concurrency = values["max_concurrency"]
-    # 0: no limit of Switchyard's own (the backend queues for itself).
-    if not (concurrency == 0 and not isinstance(concurrency, bool)):
-        errors.check(
-            lambda: whole_field(
-                concurrency,
-                field="max_concurrency",
-                message="A whole number of requests at once; 0 for no limit.",
-            ),
-            None,
-        )
-    errors.check(lambda: flag_field(values["enabled"], field="enabled"), None)
-    if not isinstance(values["extra_body"], dict):
-        errors.add("extra_body", "A JSON object.")
-    errors.raise_any()
-    return {**values, "name": name, "base_url": url}
-
-
-def _upstream_key_apply(backend: Backend, upstream_key: str | None) -> str | None:
-    """The upstream key is write-only: a value sets it, None removes it."""
-    if upstream_key:
-        backend.api_key_encrypted = encrypt(upstream_key)
-        return "set"
-    if upstream_key is None and backend.api_key_encrypted:
-        backend.api_key_encrypted = ""
-        return "cleared"
-    return None
-
-
-@transaction.atomic
-def backend_create(
-    *,
-    organisation: Organisation | None,
-    actor: Actor,
-    name: str,
-    base_url: str,
-    dialect: str = Backend.Dialect.OPENAI,
-    max_concurrency: int = 16,
-    enabled: bool = True,
-    upstream_key: str = "",
-    extra_body: dict[str, Any] | None = None,
-    allow_private: bool = False,
-) -> Backend:
-    """Add a backend to the organisation (None: a shared, platform backend).
-    ``allow_private`` lets it sit on a private or link-local address; only
-    platform staff may set it."""
-    if allow_private and not _may_allow_private(actor):
-        raise ValidationError({"allow_private": "Only platform staff may set this."})
-    values = _backend_clean(
-        organisation_id=organisation.pk if organisation else None,
-        backend_id=None,
-        values={
-            "name": name,
-            "base_url": base_url,
-            "dialect": dialect,
-            "max_concurrency": max_concurrency,
-            "enabled": enabled,
-            "extra_body": extra_body if extra_body is not None else {},
-            "allow_private": allow_private,
-        },
-    )
-    backend = Backend(organisation=organisation, **values)
-    key_change = _upstream_key_apply(backend, upstream_key)
-    backend.save()
-    _forget(backend.organisation_id)
-    details: dict[str, Any] = {"backend_id": str(backend.id)}
-    details.update({f: values[f] for f in BACKEND_FIELDS if f != "extra_body"})
-    if key_change:
-        details["upstream_key"] = key_change
-    audit_record(
-        organisation=organisation,
-        actor=actor,
-        action="backend.create",
-        target=backend.name,
-        details=details,
-    )
-    return backend
-
-
-@transaction.atomic
-def backend_update(*, backend: Backend, actor: Actor, data: Mapping[str, Any]) -> Backend:
-    """Change some of a backend's fields (only the keys given); a change
-    that changes nothing writes nothing, audit entry included.
-
-    ``upstream_key``: a value replaces the stored key, None removes it, an
-    empty string (or no key) keeps it.
-
-    ``allow_private`` is changed by platform staff only. A new URL given by
-    anyone else drops the flag: staff allowed the address, not whatever
-    address the backend is moved to."""
-    refuse_unknown(data, (*BACKEND_FIELDS, "upstream_key"))
-    current = {f: getattr(backend, f) for f in BACKEND_FIELDS}
-    wanted = {f: data[f] for f in BACKEND_FIELDS if f in data}
-    staff = _may_allow_private(actor)
-    flag = current["allow_private"]
-    if not staff and wanted.get("allow_private", flag) != flag:
-        raise ValidationError({"allow_private": "Only platform staff may change this."})
-    new_url = "base_url" in wanted and (
-        str(wanted["base_url"]).strip().rstrip("/") != current["base_url"]
-    )
-    if new_url and not staff:
-        wanted["allow_private"] = False
-    narrower = current["allow_private"] and wanted.get("allow_private") is False
-    values = _backend_clean(
-        organisation_id=backend.organisation_id,
-        backend_id=backend.pk,
-        values={**current, **wanted},
-        check_address=new_url or narrower,
-    )
-    changed = [f for f in BACKEND_FIELDS if values[f] != current[f]]
-    for field in changed:
-        setattr(backend, field, values[field])
-    key_change = _upstream_key_apply(backend, data.get("upstream_key", ""))
-    if not changed and not key_change:
-        return backend
-    backend.save()
-    _forget(backend.organisation_id)
-    details: dict[str, Any] = {"backend_id": str(backend.id), "changed": changed}
-    if key_change:
-        details["upstream_key"] = key_change
-    audit_record(
-        organisation=backend.organisation,
-        actor=actor,
-        action="backend.update",
-        target=backend.name,
-        details=details,
-    )
-    return backend
-
-
-@transaction.atomic
-def backend_delete(*, backend: Backend, actor: Actor) -> None:
-    """Remove a backend; its deployments go with it, its usage rows stay."""
-    organisation, name, backend_id = backend.organisation, backend.name, str(backend.id)
-    backend.delete()
-    _forget(organisation.pk if organisation else None)
-    audit_record(
-        organisation=organisation,
-        actor=actor,
-        action="backend.delete",
-        target=name,
-        details={"backend_id": backend_id},
-    )
-
-
-@transaction.atomic
-def backend_ensure(
-    *,
-    organisation: Organisation | None,
-    name: str,
-    base_url: str,
-    api_key: str | None = None,
-    dialect: str | None = None,
-    max_concurrency: int | None = None,
-    extra_body: dict[str, Any] | None = None,
-    allow_private: bool | None = None,
-    actor: Actor = CLI,
-) -> tuple[Backend, bool]:
-    """Create the backend, or update the fields given; idempotent, for
-    provisioning. ``api_key`` None keeps the stored upstream key;
-    ``allow_private`` None keeps the flag (off for a new backend)."""
-    backend = Backend.objects.filter(organisation=organisation, name=name).first()
-    if backend is None:
-        created = backend_create(
-            organisation=organisation,
-            actor=actor,
-            name=name,
-            base_url=base_url,
-            dialect=dialect or Backend.Dialect.OPENAI,
-            max_concurrency=16 if max_concurrency is None else max_concurrency,
-            upstream_key=api_key or "",
-            extra_body=extra_body,
-            allow_private=bool(allow_private),
-        )
-        return created, True
-    data: dict[str, Any] = {"base_url": base_url}
-    for field, value in (
-        ("dialect", dialect),
-        ("max_concurrency", max_concurrency),
-        ("extra_body", extra_body),
-        ("upstream_key", api_key),
-        ("allow_private", allow_private),
-    ):
-        if value is not None:
-            data[field] = value
-    return backend_update(backend=backend, actor=actor, data=data), False
-
-
-# --- Models ------------------------------------------------------------------
 
 MODEL_FIELDS = (
     "public_id",
@@ -348,6 +66,16 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "price_cached_input": Decimal(0),
     "price_output": Decimal(0),
 }
+
+
+def _forget_deployed(model: ServedModel, backend: Backend) -> None:
+    # Whether a backend's load is counted depends on how many backends each
+    # model it serves has (``catalog.BackendEntry.counted``): a model on a
+    # shared backend changes that for every organisation using it.
+    shared = backend.organisation_id is None or (
+        model.deployments.filter(backend__organisation__isnull=True).exists()
+    )
+    catalog.forget(None if shared else model.organisation_id)
 
 
 # A day: past that a non-streamed request is better sent as a stream.
@@ -482,7 +210,7 @@ def model_create(
         values={**MODEL_DEFAULTS, **fields, "public_id": public_id},
     )
     model = ServedModel.objects.create(organisation=organisation, **values)
-    _forget(organisation.pk)
+    catalog.forget(organisation.pk)
     audit_record(
         organisation=organisation,
         actor=actor,
@@ -514,7 +242,7 @@ def model_update(*, model: ServedModel, actor: Actor, data: Mapping[str, Any]) -
     for field in changed:
         setattr(model, field, values[field])
     model.save(update_fields=changed)
-    _forget(model.organisation_id)
+    catalog.forget(model.organisation_id)
     audit_record(
         organisation=model.organisation,
         actor=actor,
@@ -530,7 +258,7 @@ def model_delete(*, model: ServedModel, actor: Actor) -> None:
     """Remove a model from the catalogue; its usage rows keep its name."""
     organisation, public_id, model_id = model.organisation, model.public_id, str(model.id)
     model.delete()
-    _forget(organisation.pk)
+    catalog.forget(organisation.pk)
     audit_record(
         organisation=organisation,
         actor=actor,
