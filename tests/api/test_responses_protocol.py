@@ -1,4 +1,4 @@
-"""What a strict client checks, against live processes.
+"""What a strict client checks, against the ASGI application in-process.
 
 Streams read as sent (raw SSE) by the strict reader of ``tests.grammar``;
 what the backend received is read back from the simulator.
@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
-from openai import BadRequestError, OpenAI
+from openai import BadRequestError
 
+from tests import inprocess
 from tests.conftest import wait_rows
 from tests.grammar import check_stream
 from tests.sim import received
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db
 
 WEATHER = {
     "type": "function",
@@ -33,21 +33,32 @@ PARALLEL = (
 
 
 @pytest.fixture
+def simulator():
+    return inprocess.simulator()
+
+
+@pytest.fixture
+def gateway():
+    with inprocess.serving() as gateway:
+        yield gateway
+
+
+@pytest.fixture
 def acme(provision, simulator):
     return provision("acme", simulator.url, dialect="vllm")
 
 
 @pytest.fixture
-def client(api_server, acme):
-    return OpenAI(base_url=api_server.url + "/v1", api_key=acme.key, max_retries=0)
+def client(gateway, acme):
+    return gateway.openai(acme.key)
 
 
-def sse(api_server, key: str, body: dict) -> list[dict]:
+def sse(gateway, key: str, body: dict) -> list[dict]:
     """A stream's events, as the server sent them."""
     events = []
-    with httpx.stream(
+    with gateway.http.stream(
         "POST",
-        api_server.url + "/v1/responses",
+        "/v1/responses",
         json={**body, "stream": True},
         headers={"authorization": f"Bearer {key}"},
         timeout=30,
@@ -59,9 +70,9 @@ def sse(api_server, key: str, body: dict) -> list[dict]:
     return events
 
 
-def test_interleaved_parallel_calls_stream_one_item_after_another(api_server, acme, client):
+def test_interleaved_parallel_calls_stream_one_item_after_another(gateway, acme, client):
     body = {"model": "sim-model", "input": PARALLEL, "tools": [WEATHER, PATCH]}
-    events = sse(api_server, acme.key, body)
+    events = sse(gateway, acme.key, body)
     final = check_stream(events)
     assert [(item["type"], item["status"]) for item in final["output"]] == [
         ("function_call", "completed"),
@@ -138,13 +149,13 @@ def test_an_allowed_tool_that_is_not_among_the_tools_is_a_400(client, acme):
     assert wait_rows(organisation=acme.organisation)[0].status == 400
 
 
-def test_calls_dropped_by_max_tool_calls_get_a_notice(api_server, acme):
+def test_calls_dropped_by_max_tool_calls_get_a_notice(gateway, acme):
     prompt = (
         '[[call:get_weather {"city": "A"}]] [[call:get_weather {"city": "B"}]] [[call:get_time {}]]'
     )
     body = {"model": "sim-model", "input": prompt, "tools": [WEATHER, TIME], "max_tool_calls": 1}
-    reply = httpx.post(
-        api_server.url + "/v1/responses",
+    reply = gateway.http.post(
+        "/v1/responses",
         json=body,
         headers={"authorization": f"Bearer {acme.key}"},
         timeout=30,
@@ -152,15 +163,15 @@ def test_calls_dropped_by_max_tool_calls_get_a_notice(api_server, acme):
     assert len(reply["output"]) == 1
     (notice,) = [n for n in reply["switchyard"]["notices"] if n["code"] == "tool_calls_dropped"]
     assert "2 more tool calls" in notice["message"]
-    streamed = check_stream(sse(api_server, acme.key, body))
+    streamed = check_stream(sse(gateway, acme.key, body))
     assert "tool_calls_dropped" in [n["code"] for n in streamed["switchyard"]["notices"]]
     rows = wait_rows(organisation=acme.organisation, count=2)
     assert all("tool_calls_dropped" in row.notices for row in rows)
 
 
-def test_a_failed_stream_marks_its_unfinished_message_incomplete(api_server, acme):
+def test_a_failed_stream_marks_its_unfinished_message_incomplete(gateway, acme):
     body = {"model": "sim-model", "input": "[[tokens:8]] [[fail-after:3]]"}
-    events = sse(api_server, acme.key, body)
+    events = sse(gateway, acme.key, body)
     final = check_stream(events)
     assert events[-1]["type"] == "response.failed" and final["status"] == "failed"
     (message,) = final["output"]
