@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from responses_api.catalogue import codex_kit
+from responses_api.catalogue import codex_catalog, codex_kit
 from responses_api.models import ServedModel
 from tests.conftest import ROOT
 
@@ -50,7 +50,7 @@ def plain() -> ServedModel:
 def test_catalog_entries_have_exactly_the_keys_and_types_of_codex_entries():
     theirs = codex_entries()
     common = set.intersection(*(set(entry) for entry in theirs))
-    for ours in codex_kit.model_catalog([thinker(), plain()])["models"]:
+    for ours in codex_catalog.model_catalog([thinker(), plain()])["models"]:
         assert set(ours) == common | EXTRA
         for key in common:
             if ours[key] is None:
@@ -62,7 +62,7 @@ def test_catalog_entries_have_exactly_the_keys_and_types_of_codex_entries():
 
 
 def test_catalog_entry_from_model_metadata():
-    entry = codex_kit.catalog_entry(thinker())
+    entry = codex_catalog.catalog_entry(thinker())
     assert entry["slug"] == "qwen-coder"
     assert entry["context_window"] == 32768
     assert entry["auto_compact_token_limit"] == 32768 * 9 // 10
@@ -77,11 +77,11 @@ def test_catalog_entry_from_model_metadata():
     assert entry["default_reasoning_level"] == "high"
     assert entry["truncation_policy"] == {"mode": "tokens", "limit": 10000}
 
-    other = codex_kit.catalog_entry(plain())
+    other = codex_catalog.catalog_entry(plain())
     assert other["input_modalities"] == ["text"]
     assert other["supported_reasoning_levels"] == []
     assert other["default_reasoning_level"] is None
-    assert other["context_window"] == codex_kit.FALLBACK_CONTEXT_WINDOW
+    assert other["context_window"] == codex_catalog.FALLBACK_CONTEXT_WINDOW
 
 
 def test_config_and_profile_parse_and_say_what_codex_needs():
@@ -144,7 +144,7 @@ def test_codex_loads_the_generated_catalog(tmp_path):
     if binary is None:
         pytest.skip("Codex CLI not installed (scripts/install-codex.sh)")
     catalog = tmp_path / "model_catalog.json"
-    catalog.write_text(codex_kit.model_catalog_json([thinker(), plain()]))
+    catalog.write_text(codex_catalog.model_catalog_json([thinker(), plain()]))
     result = subprocess.run(
         [str(binary), "debug", "models", "-c", f"model_catalog_json={json.dumps(str(catalog))}"],
         env={
