@@ -6,14 +6,26 @@ from __future__ import annotations
 import pytest
 from openai import BadRequestError, OpenAI
 
+from tests import inprocess
 from tests.conftest import wait_rows
 from tests.sim import received
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db
 
 # Directive text reaches the model's reasoning verbatim: quotes, unicode, newlines.
 THOUGHT = 'First, "the user" wants caf\u00e9 \u2014 then\nsecond: 2 > 1 \\ done.'
 INCLUDE = ["reasoning.encrypted_content"]
+
+
+@pytest.fixture
+def simulator():
+    return inprocess.simulator()
+
+
+@pytest.fixture
+def gateway():
+    with inprocess.serving() as gateway:
+        yield gateway
 
 
 @pytest.fixture
@@ -26,8 +38,8 @@ def globex(provision, simulator):
     return provision("globex", simulator.url, dialect="vllm")
 
 
-def sdk(api_server, tenant) -> OpenAI:
-    return OpenAI(base_url=api_server.url + "/v1", api_key=tenant.key, max_retries=0)
+def sdk(gateway, tenant) -> OpenAI:
+    return gateway.openai(tenant.key)
 
 
 def first_turn(client: OpenAI, marker: str, *, stream: bool = False, include=INCLUDE):
@@ -66,9 +78,9 @@ def altered(token: str) -> str:
 
 
 def test_a_sealed_reasoning_item_sent_back_alone_gives_the_backend_that_reasoning(
-    api_server, acme, simulator
+    gateway, acme, simulator
 ):
-    client = sdk(api_server, acme)
+    client = sdk(gateway, acme)
     response = first_turn(client, "seal-marker-1")
     reasoning = response.output[0]
     assert reasoning.type == "reasoning" and reasoning.content[0].text == THOUGHT
@@ -87,9 +99,9 @@ def test_a_sealed_reasoning_item_sent_back_alone_gives_the_backend_that_reasonin
 
 
 def test_a_streamed_answer_seals_its_reasoning_in_the_item_done_and_the_final_response(
-    api_server, acme, simulator
+    gateway, acme, simulator
 ):
-    client = sdk(api_server, acme)
+    client = sdk(gateway, acme)
     final, done = first_turn(client, "seal-marker-3", stream=True)
     token = done[0].encrypted_content
     assert done[0].type == "reasoning" and token.startswith("sy1.")
@@ -98,14 +110,14 @@ def test_a_streamed_answer_seals_its_reasoning_in_the_item_done_and_the_final_re
     assert received(simulator, "seal-marker-4")["messages"][1]["reasoning_content"] == THOUGHT
 
 
-def test_without_include_reasoning_stays_plaintext(api_server, acme):
-    response = first_turn(sdk(api_server, acme), "seal-marker-5", include=None)
+def test_without_include_reasoning_stays_plaintext(gateway, acme):
+    response = first_turn(sdk(gateway, acme), "seal-marker-5", include=None)
     reasoning = response.output[0]
     assert reasoning.content[0].text == THOUGHT and reasoning.encrypted_content is None
 
 
-def test_an_altered_token_is_a_400_naming_the_item(api_server, acme):
-    client = sdk(api_server, acme)
+def test_an_altered_token_is_a_400_naming_the_item(gateway, acme):
+    client = sdk(gateway, acme)
     reasoning = first_turn(client, "seal-marker-6").output[0]
     reasoning.encrypted_content = altered(reasoning.encrypted_content)
     with pytest.raises(BadRequestError) as caught:
@@ -118,9 +130,9 @@ def test_an_altered_token_is_a_400_naming_the_item(api_server, acme):
     assert [row.status for row in rows] == [200, 400]
 
 
-def test_another_organisations_token_is_refused_as_an_altered_one_is(api_server, acme, globex):
-    reasoning = first_turn(sdk(api_server, acme), "seal-marker-8").output[0]
-    other = sdk(api_server, globex)
+def test_another_organisations_token_is_refused_as_an_altered_one_is(gateway, acme, globex):
+    reasoning = first_turn(sdk(gateway, acme), "seal-marker-8").output[0]
+    other = sdk(gateway, globex)
     with pytest.raises(BadRequestError) as caught:
         other.responses.create(model="sim-model", input=carried_back(reasoning, "seal-marker-9"))
     stolen = caught.value.response.json()["error"]
