@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests import inprocess
 from tests.conftest import wait_rows
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "codex"
 # Headers Codex sends besides authorization.
@@ -18,11 +18,22 @@ HEADER_NAMES = ("session-id", "thread-id", "x-client-request-id", "originator", 
 
 
 @pytest.fixture
+def simulator():
+    return inprocess.simulator()
+
+
+@pytest.fixture
+def gateway():
+    with inprocess.serving() as gateway:
+        yield gateway
+
+
+@pytest.fixture
 def acme(provision, simulator):
     return provision("acme", simulator.url)
 
 
-def replay(api_server, key: str, name: str, prompt: str | None = None) -> list[dict]:
+def replay(gateway, key: str, name: str, prompt: str | None = None) -> list[dict]:
     body = json.loads((FIXTURES / f"{name}_request.json").read_text())
     captured = json.loads((FIXTURES / f"{name}_request_headers.json").read_text())["headers"]
     captured = {k.lower(): v for k, v in captured.items()}
@@ -31,8 +42,8 @@ def replay(api_server, key: str, name: str, prompt: str | None = None) -> list[d
         last_user["content"] = [{"type": "input_text", "text": prompt}]
     headers = {k: captured[k] for k in HEADER_NAMES if k in captured}
     headers["authorization"] = f"Bearer {key}"
-    with httpx.stream(
-        "POST", api_server.url + "/v1/responses", json=body, headers=headers, timeout=30
+    with gateway.http.stream(
+        "POST", "/v1/responses", json=body, headers=headers, timeout=30
     ) as response:
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -57,36 +68,36 @@ def check_codex_contract(events: list[dict]) -> dict:
     return final
 
 
-def test_turn1_is_accepted_and_answered(api_server, acme):
-    final = check_codex_contract(replay(api_server, acme.key, "turn1"))
+def test_turn1_is_accepted_and_answered(gateway, acme):
+    final = check_codex_contract(replay(gateway, acme.key, "turn1"))
     assert final["output"][0]["type"] == "message"
     notices = {n["code"] for n in final["switchyard"]["notices"]}
     assert "hosted_tools_dropped" in notices  # web_search
 
 
-def test_turn1_exec_directive_calls_the_shell_tool(api_server, acme):
-    final = check_codex_contract(replay(api_server, acme.key, "turn1", "[[exec:echo hello]]"))
+def test_turn1_exec_directive_calls_the_shell_tool(gateway, acme):
+    final = check_codex_contract(replay(gateway, acme.key, "turn1", "[[exec:echo hello]]"))
     (call,) = final["output"]
     assert call["type"] == "function_call" and call["name"] == "exec_command"
     assert json.loads(call["arguments"])["cmd"] == "echo hello"
 
 
-def test_turn1_edit_directive_calls_apply_patch_as_a_custom_tool(api_server, acme):
-    events = replay(api_server, acme.key, "turn1", "[[write:hello.txt hello]]")
+def test_turn1_edit_directive_calls_apply_patch_as_a_custom_tool(gateway, acme):
+    events = replay(gateway, acme.key, "turn1", "[[write:hello.txt hello]]")
     final = check_codex_contract(events)
     (call,) = final["output"]
     assert call["type"] == "custom_tool_call" and call["name"] == "apply_patch"
     assert call["input"] == "*** Begin Patch\n*** Add File: hello.txt\n+hello\n*** End Patch\n"
 
 
-def test_turn2_after_exec_answers_with_the_command_output(api_server, acme):
-    final = check_codex_contract(replay(api_server, acme.key, "turn2_after_exec"))
+def test_turn2_after_exec_answers_with_the_command_output(gateway, acme):
+    final = check_codex_contract(replay(gateway, acme.key, "turn2_after_exec"))
     text = final["output"][0]["content"][0]["text"]
     assert text.startswith("Tool result:") and "hello" in text
 
 
-def test_turn2_after_apply_patch_answers(api_server, acme):
-    final = check_codex_contract(replay(api_server, acme.key, "apply_patch_turn2"))
+def test_turn2_after_apply_patch_answers(gateway, acme):
+    final = check_codex_contract(replay(gateway, acme.key, "apply_patch_turn2"))
     assert "Success. Updated the following files" in final["output"][0]["content"][0]["text"]
     row = wait_rows(organisation=acme.organisation)[0]
     assert row.status == 200 and row.stream
