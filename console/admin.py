@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from accounts.admin import ReadOnlyAdmin
-from console.forms import AdminLoginForm
+from console.forms.signin import AdminLoginForm
 from console.models import BackendHealthCheck
 
 # The admin's sign-in shares the console's throttle.

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from console.forms import LoginForm
+from console.forms.signin import LoginForm
 from console.views import (
     admin_keys,
     backends,

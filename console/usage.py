@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from console.forms import RANGES
+from console.forms.usage import RANGES
 from responses_api.usage.export import CSV_HEADER, pieces_async, usage_csv_lines
 
 __all__ = ["CSV_HEADER", "pieces_async", "usage_csv_lines", "usage_filter", "usage_page"]
@@ -20,7 +20,7 @@ PER_PAGE = 50
 
 
 def usage_filter(queryset: QuerySet, data: dict[str, Any]) -> QuerySet:
-    """Apply the cleaned fields of :class:`console.forms.UsageFilterForm`."""
+    """Apply the cleaned fields of :class:`console.forms.usage.UsageFilterForm`."""
     if data.get("request_id"):
         queryset = queryset.filter(request_id=data["request_id"])
     status = data.get("status")

@@ -12,7 +12,8 @@ from django.views.decorators.http import require_http_methods
 from accounts.access import admin_keys_for_member, get_admin_key_for_member
 from accounts.admin_keys import admin_key_create, admin_key_revoke
 from accounts.audit import Actor
-from console.forms import AdminKeyForm, errors_onto
+from console.forms.common import errors_onto
+from console.forms.organisation import AdminKeyForm
 
 
 def admin_key_list(request: HttpRequest, membership) -> HttpResponse:

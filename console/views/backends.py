@@ -10,7 +10,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.access import is_platform_staff
 from accounts.audit import Actor
-from console.forms import BackendForm, errors_onto
+from console.forms.catalogue import BackendForm
+from console.forms.common import errors_onto
 from console.health import backend_connection_test
 from console.views.base import is_htmx
 from responses_api.access.objects import backends_for_member, get_backend_for_member

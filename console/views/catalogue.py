@@ -14,7 +14,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.audit import Actor
-from console.forms import DeploymentForm, ServedModelForm, errors_onto
+from console.forms.catalogue import DeploymentForm, ServedModelForm
+from console.forms.common import errors_onto
 from responses_api.access.objects import (
     backends_for_member,
     get_backend_for_member,

@@ -13,7 +13,8 @@ from django.views.decorators.http import require_http_methods
 from accounts.access import api_keys_for_member, get_api_key_for_member, may_revoke
 from accounts.audit import Actor
 from accounts.services.api_keys import api_key_create, api_key_revoke, api_key_update
-from console.forms import ApiKeyForm, errors_onto
+from console.forms.common import errors_onto
+from console.forms.organisation import ApiKeyForm
 from console.spend import keys_month
 from responses_api.access.objects import models_for_member
 from responses_api.usage.monthly import month_start

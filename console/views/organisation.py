@@ -37,13 +37,13 @@ from accounts.services.invitations import (
 )
 from accounts.services.members import member_add, member_remove, member_role_set
 from accounts.services.organisations import organisation_settings_update
-from console.forms import (
+from console.forms.common import errors_onto
+from console.forms.organisation import (
     AcceptInvitationForm,
     InviteForm,
     MemberAddForm,
     OrganisationSettingsForm,
     RoleForm,
-    errors_onto,
 )
 from console.spend import organisation_month
 from console.views.base import SESSION_ORG, page_of

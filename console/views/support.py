@@ -11,7 +11,8 @@ from django.shortcuts import render
 
 from accounts.access import is_support
 from accounts.models import Organisation
-from console.forms import STATUS_CHOICES, clean_request_id, set_choices
+from console.forms.common import set_choices
+from console.forms.usage import STATUS_CHOICES, clean_request_id
 from console.usage import usage_filter, usage_page
 from console.views.base import query_without_page
 from responses_api.access.objects import usage_for_support

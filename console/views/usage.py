@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 
 from accounts.access import api_keys_for_member, membership_of
-from console.forms import UsageFilterForm
+from console.forms.usage import UsageFilterForm
 from console.usage import pieces_async, usage_csv_lines, usage_filter, usage_page
 from console.views.base import ConsoleRequest, is_htmx, query_without_page
 from responses_api.access.objects import (

@@ -1,0 +1,175 @@
+"""The forms of the organisation's pages: its API keys and admin keys, its
+members and invitations, and its settings."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.contrib.auth import password_validation
+
+from accounts.models import AdminApiKey, Membership, Organisation
+from accounts.services.organisations import SETTINGS_FIELDS
+from console.forms.common import DateTimeLocalInput, ServiceForm, at_least_one, set_choices
+
+ROLE_CHOICES = Membership.Role.choices
+
+
+def _limit(label: str, help_text: str) -> forms.IntegerField:
+    return forms.IntegerField(label=label, required=False, min_value=1, help_text=help_text)
+
+
+def _budget(help_text: str) -> forms.DecimalField:
+    return forms.DecimalField(
+        label="Monthly budget",
+        required=False,
+        min_value=Decimal("0.000001"),
+        max_digits=16,
+        decimal_places=6,
+        help_text=help_text,
+    )
+
+
+def _tokens(help_text: str) -> forms.IntegerField:
+    return forms.IntegerField(
+        label="Monthly tokens", required=False, min_value=1, help_text=help_text
+    )
+
+
+SPEND_HELP = (
+    "Per calendar month (UTC), in the currency of the model prices; once reached, "
+    "requests are refused (429 insufficient_quota) until the month ends. Empty: no budget."
+)
+TOKENS_HELP = "Input + output tokens per calendar month (UTC). Empty: no quota."
+
+
+# --- API keys ----------------------------------------------------------------
+
+
+class ApiKeyForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="So you can tell keys apart, e.g. “CI”.")
+    allowed_models = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None ticked: the key may use every model of the organisation.",
+    )
+    rpm = _limit("Requests per minute", "Empty: the organisation's default.")
+    tpm = _limit("Tokens per minute", "Empty: the organisation's default.")
+    concurrency = _limit("Concurrent requests", "Empty: the organisation's default.")
+    expires_at = forms.DateTimeField(
+        required=False,
+        label="Expires",
+        widget=DateTimeLocalInput(),
+        help_text="Empty: never expires. Times are UTC.",
+    )
+    monthly_budget = _budget(SPEND_HELP + " The organisation's own limits apply as well.")
+    monthly_tokens = _tokens(TOKENS_HELP)
+
+    def __init__(self, *args, model_ids: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        set_choices(self, "allowed_models", [(m, m) for m in model_ids])
+
+
+# --- Members, invitations and settings ------------------------------------
+
+
+class MemberAddForm(forms.Form):
+    email = forms.EmailField(label="Email of an existing user")
+    role = forms.ChoiceField(choices=ROLE_CHOICES, initial=Membership.Role.DEVELOPER)
+
+
+class InviteForm(forms.Form):
+    email = forms.EmailField()
+    role = forms.ChoiceField(choices=ROLE_CHOICES, initial=Membership.Role.DEVELOPER)
+
+
+class AdminKeyForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="What uses it, e.g. “CI provisioning”.")
+    role = forms.ChoiceField(
+        choices=AdminApiKey.Role.choices,
+        initial=AdminApiKey.Role.VIEWER,
+        help_text="Viewer keys read everything and change nothing.",
+    )
+    expires_at = forms.DateTimeField(
+        required=False,
+        label="Expires",
+        widget=DateTimeLocalInput(),
+        help_text="Empty: never expires. Times are UTC.",
+    )
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(choices=ROLE_CHOICES)
+
+
+class AcceptInvitationForm(forms.Form):
+    password1 = forms.CharField(label="Password", widget=forms.PasswordInput, strip=False)
+    password2 = forms.CharField(label="Password again", widget=forms.PasswordInput, strip=False)
+
+    def __init__(self, *args, email: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.email = email
+
+    def clean(self):
+        data = super().clean()
+        one, two = data.get("password1"), data.get("password2")
+        if one and two and one != two:
+            self.add_error("password2", "The two passwords differ.")
+        elif one:
+            from django.contrib.auth import get_user_model
+
+            probe = get_user_model()(username=self.email, email=self.email)
+            try:
+                password_validation.validate_password(one, probe)
+            except forms.ValidationError as exc:
+                self.add_error("password1", exc)
+        return data
+
+
+class OrganisationSettingsForm(ServiceForm):
+    class Meta:
+        model = Organisation
+        fields = list(SETTINGS_FIELDS)
+        labels = {
+            "retention_policy": "Stored responses",
+            "store_ttl_hours": "Keep stored responses for (hours)",
+            "usage_retention_days": "Keep usage rows for (days)",
+            "default_rpm": "Default requests per minute",
+            "default_tpm": "Default tokens per minute",
+            "default_concurrency": "Default concurrent requests",
+            "monthly_budget": "Monthly budget",
+            "monthly_tokens": "Monthly tokens",
+            "budget_warning_percent": "Warn past (% of a monthly limit)",
+        }
+        help_texts = {
+            "monthly_budget": SPEND_HELP + " Counts every key of the organisation.",
+            "monthly_tokens": TOKENS_HELP,
+            "budget_warning_percent": "Past this share of a monthly limit (the organisation's "
+            "or a key's), responses carry the notice budget_near_limit and the console a badge.",
+            "retention_policy": "“Store nothing” is zero data retention: previous_response_id "
+            "and GET /v1/responses/{id} are refused.",
+            "default_rpm": "Applies to the whole organisation and to keys without their own limit.",
+        }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        at_least_one(
+            self,
+            "store_ttl_hours",
+            "usage_retention_days",
+            "default_rpm",
+            "default_tpm",
+            "default_concurrency",
+            "monthly_tokens",
+            "budget_warning_percent",
+        )
+        warning = self.fields["budget_warning_percent"]
+        warning.widget.attrs["max"] = 100
+        warning.required = False  # left empty: unchanged
+
+    def service_data(self) -> dict[str, Any]:
+        data = {f: self.cleaned_data[f] for f in self.Meta.fields}
+        if data["budget_warning_percent"] is None:
+            del data["budget_warning_percent"]
+        return data

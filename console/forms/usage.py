@@ -1,0 +1,80 @@
+"""The filters of the usage and support pages: which requests to list."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from django import forms
+
+from console.forms.common import DateTimeLocalInput, set_choices
+
+
+def clean_request_id(value: str) -> str:
+    """A request id filter: empty, or a UUID in its canonical form."""
+    value = value.strip()
+    if not value:
+        return ""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError as exc:
+        raise forms.ValidationError("A request id is a UUID.") from exc
+
+
+STATUS_CHOICES = [
+    ("", "Any status"),
+    ("200", "200 OK"),
+    ("4xx", "4xx client errors (not 499)"),
+    ("429", "429 rate limited"),
+    ("499", "499 client disconnected"),
+    ("5xx", "5xx server errors"),
+]
+STREAM_CHOICES = [("", "Stream or not"), ("yes", "Streamed"), ("no", "Not streamed")]
+RANGE_CHOICES = [
+    ("", "Any time"),
+    ("1h", "Last hour"),
+    ("24h", "Last 24 hours"),
+    ("7d", "Last 7 days"),
+    ("30d", "Last 30 days"),
+]
+RANGES = {
+    "1h": timedelta(hours=1),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+
+
+class UsageFilterForm(forms.Form):
+    request_id = forms.CharField(
+        required=False, label="Request id", widget=forms.TextInput(attrs={"placeholder": "uuid"})
+    )
+    status = forms.ChoiceField(required=False, choices=STATUS_CHOICES)
+    model = forms.ChoiceField(required=False)
+    key = forms.ChoiceField(required=False, label="API key")
+    backend = forms.ChoiceField(required=False)
+    stream = forms.ChoiceField(required=False, choices=STREAM_CHOICES)
+    range = forms.ChoiceField(required=False, choices=RANGE_CHOICES, label="Time")
+    since = forms.DateTimeField(required=False, widget=DateTimeLocalInput(), label="From")
+    until = forms.DateTimeField(required=False, widget=DateTimeLocalInput(), label="To")
+    session = forms.CharField(
+        required=False,
+        max_length=128,
+        label="Session",
+        widget=forms.TextInput(attrs={"placeholder": "session id"}),
+    )
+
+    def __init__(self, *args, models: list[str], keys, backends, **kwargs):
+        super().__init__(*args, **kwargs)
+        set_choices(self, "model", [("", "Any model")] + [(m, m) for m in models])
+        set_choices(
+            self,
+            "key",
+            [("", "Any key")] + [(str(k.id), f"{k.name} ({k.prefix}…)") for k in keys],
+        )
+        set_choices(
+            self, "backend", [("", "Any backend")] + [(str(b.id), b.name) for b in backends]
+        )
+
+    def clean_request_id(self) -> str:
+        return clean_request_id(self.cleaned_data.get("request_id", ""))
