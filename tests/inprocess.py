@@ -185,6 +185,7 @@ def serving() -> Iterator[Gateway]:
     from responses_api.catalogue import catalog
     from responses_api.gateway import exchange
 
+    application()  # Django's set-up, logging included, done before the test's own
     rows = Rows()
     saved = exchange.sink
     exchange.sink = rows  # type: ignore[assignment]
@@ -216,6 +217,7 @@ class SimulatorThread:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         config = uvicorn.Config(
             Simulator(models=["sim-model"]),
+            log_config=None,  # the test run's logging stays as it is
             log_level="warning",
             access_log=False,
             lifespan="off",
