@@ -45,6 +45,23 @@ def _keep_an_owner(member: Membership) -> None:
         )
 
 
+def _role_write(
+    member: Membership, *, organisation: Organisation, actor: Actor, role: str, target: str
+) -> None:
+    """The one write of a new role, for provisioning and for the console and
+    API alike (the rules about owners are the caller's)."""
+    before = member.role
+    member.role = role
+    member.save(update_fields=["role"])
+    audit_record(
+        organisation=organisation,
+        actor=actor,
+        action="member.role",
+        target=target,
+        details={"from": before, "to": role},
+    )
+
+
 @transaction.atomic
 def member_ensure(
     *,
@@ -80,16 +97,7 @@ def member_ensure(
             details=details,
         )
     elif membership.role != role:
-        before = membership.role
-        membership.role = role
-        membership.save(update_fields=["role"])
-        audit_record(
-            organisation=organisation,
-            actor=actor,
-            action="member.role",
-            target=email,
-            details={"from": before, "to": role},
-        )
+        _role_write(membership, organisation=organisation, actor=actor, role=role, target=email)
     if password:
         audit_record(organisation=organisation, actor=actor, action="member.password", target=email)
     return membership, user_created
@@ -128,15 +136,8 @@ def member_role_set(*, member: Membership, actor: Actor, role: str) -> Membershi
     if member.role == role:
         return member
     _keep_an_owner(member)
-    before = member.role
-    member.role = role
-    member.save(update_fields=["role"])
-    audit_record(
-        organisation=organisation,
-        actor=actor,
-        action="member.role",
-        target=member.user.get_username(),
-        details={"from": before, "to": role},
+    _role_write(
+        member, organisation=organisation, actor=actor, role=role, target=member.user.get_username()
     )
     return member
 
