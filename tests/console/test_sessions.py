@@ -18,9 +18,10 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from console.templatetags.console import money
+from tests import inprocess
 from tests.conftest import wait_rows
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "codex"
 SESSION = "01a226f6-be1c-7381-9639-485289c5c792"  # turn1 and turn2_after_exec
@@ -28,13 +29,13 @@ OTHER_SESSION = "01a226f6-c6a0-7840-bd85-5853cd299989"  # apply_patch_turn2
 CODEX_HEADERS = ("session-id", "thread-id", "x-client-request-id", "originator", "user-agent")
 
 
-def replay(url: str, key: str, name: str, *, drop: tuple[str, ...] = ()) -> dict:
+def replay(http: httpx.Client, key: str, name: str, *, drop: tuple[str, ...] = ()) -> dict:
     """Send a captured Codex request with the headers Codex sent."""
     body = json.loads((FIXTURES / f"{name}_request.json").read_text())
     captured = json.loads((FIXTURES / f"{name}_request_headers.json").read_text())["headers"]
     headers = {k: v for k, v in captured.items() if k in CODEX_HEADERS and k not in drop}
     headers["authorization"] = f"Bearer {key}"
-    with httpx.stream("POST", url + "/v1/responses", json=body, headers=headers, timeout=30) as r:
+    with http.stream("POST", "/v1/responses", json=body, headers=headers, timeout=30) as r:
         assert r.status_code == 200, r.read()
         events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
     assert events[-1]["type"] == "response.completed"
@@ -42,10 +43,17 @@ def replay(url: str, key: str, name: str, *, drop: tuple[str, ...] = ()) -> dict
 
 
 @pytest.fixture
-def acme(provision, simulator):
+def api(acme):
+    """The API's clients, the ASGI application answering in-process."""
+    with inprocess.serving() as gateway:
+        yield gateway.http
+
+
+@pytest.fixture
+def acme(provision):
     from responses_api.catalogue.services.served_models import model_ensure
 
-    tenant = provision("acme", simulator.url)
+    tenant = provision("acme", inprocess.simulator().url)
     model_ensure(
         organisation=tenant.organisation,
         public_id="sim-model",
@@ -57,10 +65,10 @@ def acme(provision, simulator):
     return tenant
 
 
-def test_codex_headers_are_recorded_on_each_turn(api_server, acme):
-    captured = replay(api_server.url, acme.key, "turn1")
-    replay(api_server.url, acme.key, "turn2_after_exec")
-    replay(api_server.url, acme.key, "apply_patch_turn2")
+def test_codex_headers_are_recorded_on_each_turn(api, acme):
+    captured = replay(api, acme.key, "turn1")
+    replay(api, acme.key, "turn2_after_exec")
+    replay(api, acme.key, "apply_patch_turn2")
     rows = wait_rows(3, organisation=acme.organisation)
     assert [r.session_id for r in rows] == [SESSION, SESSION, OTHER_SESSION]
     first = rows[0]
@@ -71,10 +79,10 @@ def test_codex_headers_are_recorded_on_each_turn(api_server, acme):
     assert first.cost > 0
 
 
-def test_session_falls_back_to_x_session_id_then_prompt_cache_key_and_is_bounded(api_server, acme):
+def test_session_falls_back_to_x_session_id_then_prompt_cache_key_and_is_bounded(api, acme):
     def send(headers: dict, **body) -> None:
-        response = httpx.post(
-            api_server.url + "/v1/responses",
+        response = api.post(
+            "/v1/responses",
             headers={"authorization": f"Bearer {acme.key}", **headers},
             json={"model": "sim-model", "input": "hi", **body},
             timeout=30,
@@ -93,12 +101,12 @@ def test_session_falls_back_to_x_session_id_then_prompt_cache_key_and_is_bounded
     )
 
 
-def test_the_session_page_shows_its_turns_in_order(api_server, acme, people):
+def test_the_session_page_shows_its_turns_in_order(api, acme, people):
     from django.test import Client
 
-    replay(api_server.url, acme.key, "turn1")
-    replay(api_server.url, acme.key, "apply_patch_turn2")
-    replay(api_server.url, acme.key, "turn2_after_exec")
+    replay(api, acme.key, "turn1")
+    replay(api, acme.key, "apply_patch_turn2")
+    replay(api, acme.key, "turn2_after_exec")
     rows = wait_rows(3, organisation=acme.organisation)
     turns = [r for r in rows if r.session_id == SESSION]
     alice = Client()
@@ -130,10 +138,10 @@ def test_the_session_page_shows_its_turns_in_order(api_server, acme, people):
     assert alice.get(reverse("console:session", args=["no-such-session"])).status_code == 404
 
 
-def test_exports_include_the_client_ids(api_server, acme, people):
+def test_exports_include_the_client_ids(api, acme, people):
     from django.test import Client
 
-    captured = replay(api_server.url, acme.key, "turn1")
+    captured = replay(api, acme.key, "turn1")
     wait_rows(1, organisation=acme.organisation)
     alice = Client()
     alice.force_login(people["alice"])
