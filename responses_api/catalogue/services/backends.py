@@ -120,6 +120,26 @@ def _upstream_key_apply(backend: Backend, upstream_key: str | None) -> str | Non
     return None
 
 
+def _backend_save(
+    backend: Backend, *, actor: Actor, action: str, details: dict[str, Any], key: str | None
+) -> None:
+    """Save, make the catalogue cache forget, and audit: the end of every
+    change that changed something (what became of the upstream key, if
+    anything, is named but never the key)."""
+    backend.save()
+    catalog.forget(backend.organisation_id)
+    entry: dict[str, Any] = {"backend_id": str(backend.id), **details}
+    if key:
+        entry["upstream_key"] = key
+    audit_record(
+        organisation=backend.organisation,
+        actor=actor,
+        action=action,
+        target=backend.name,
+        details=entry,
+    )
+
+
 @transaction.atomic
 def backend_create(
     *,
@@ -154,19 +174,8 @@ def backend_create(
     )
     backend = Backend(organisation=organisation, **values)
     key_change = _upstream_key_apply(backend, upstream_key)
-    backend.save()
-    catalog.forget(backend.organisation_id)
-    details: dict[str, Any] = {"backend_id": str(backend.id)}
-    details.update({f: values[f] for f in BACKEND_FIELDS if f != "extra_body"})
-    if key_change:
-        details["upstream_key"] = key_change
-    audit_record(
-        organisation=organisation,
-        actor=actor,
-        action="backend.create",
-        target=backend.name,
-        details=details,
-    )
+    fields = {f: values[f] for f in BACKEND_FIELDS if f != "extra_body"}
+    _backend_save(backend, actor=actor, action="backend.create", details=fields, key=key_change)
     return backend
 
 
@@ -206,17 +215,8 @@ def backend_update(*, backend: Backend, actor: Actor, data: Mapping[str, Any]) -
     key_change = _upstream_key_apply(backend, data.get("upstream_key", ""))
     if not changed and not key_change:
         return backend
-    backend.save()
-    catalog.forget(backend.organisation_id)
-    details: dict[str, Any] = {"backend_id": str(backend.id), "changed": changed}
-    if key_change:
-        details["upstream_key"] = key_change
-    audit_record(
-        organisation=backend.organisation,
-        actor=actor,
-        action="backend.update",
-        target=backend.name,
-        details=details,
+    _backend_save(
+        backend, actor=actor, action="backend.update", details={"changed": changed}, key=key_change
     )
     return backend
 
