@@ -1,4 +1,5 @@
-"""The management API served by daphne beside the inference API: a key made
+"""The management API served by the ASGI application beside the inference
+API, in-process: a key made
 through it serves /v1/responses, its request is found in the usage log, a
 revocation through it holds, and neither kind of key opens the other API."""
 
@@ -12,24 +13,39 @@ import httpx
 import openai
 import pytest
 
+from tests import inprocess
 from tests.support import wait_until
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def admin(api_server, people):
+def simulator():
+    return inprocess.simulator()
+
+
+@pytest.fixture
+def gateway():
+    with inprocess.serving() as gateway:
+        yield gateway
+
+
+@pytest.fixture
+def admin(gateway, people):
     from accounts.admin_keys import admin_key_create
 
     _, raw = admin_key_create(organisation=people["acme"], name="live", role="admin")
-    return httpx.Client(
-        base_url=api_server.url + "/api/v1/admin",
+    client = httpx.Client(
+        transport=gateway.transport,
+        base_url=gateway.url + "/api/v1/admin",
         headers={"Authorization": f"Bearer {raw}"},
         timeout=30,
-    ), raw
+    )
+    yield client, raw
+    client.close()
 
 
-def test_a_key_made_through_the_api_serves_responses_until_revoked(admin, api_server, simulator):
+def test_a_key_made_through_the_api_serves_responses_until_revoked(admin, gateway, simulator):
     client, _ = admin
     backend = client.post("/backends", json={"name": "sim", "base_url": simulator.url})
     assert backend.status_code == 201, backend.text
@@ -43,7 +59,7 @@ def test_a_key_made_through_the_api_serves_responses_until_revoked(admin, api_se
     assert model.status_code == 201, model.text
     created = client.post("/keys", json={"name": "from the api"}).json()
 
-    sdk = openai.OpenAI(base_url=api_server.url + "/v1", api_key=created["key"], max_retries=0)
+    sdk = gateway.openai(created["key"])
     raw = wait_until(
         lambda: _try(lambda: sdk.responses.with_raw_response.create(model="sim-model", input="Hi")),
         timeout=10,
@@ -95,10 +111,10 @@ def _try(call):
 
 
 @pytest.mark.parametrize("path", ["/v1/responses", "/api/v1/responses"])
-def test_an_admin_key_is_a_401_on_the_inference_api(admin, api_server, path):
+def test_an_admin_key_is_a_401_on_the_inference_api(admin, gateway, path):
     _, raw = admin
-    response = httpx.post(
-        api_server.url + path,
+    response = gateway.http.post(
+        path,
         headers={"Authorization": f"Bearer {raw}"},
         json={"model": "sim-model", "input": "Hi"},
         timeout=10,
@@ -107,10 +123,10 @@ def test_an_admin_key_is_a_401_on_the_inference_api(admin, api_server, path):
     assert response.json()["error"]["code"] == "invalid_api_key"
 
 
-def test_an_inference_key_is_a_401_on_the_management_api(api_server, provision, simulator):
+def test_an_inference_key_is_a_401_on_the_management_api(gateway, provision, simulator):
     acme = provision("acme", simulator.url)
-    response = httpx.get(
-        api_server.url + "/api/v1/admin/organisation",
+    response = gateway.http.get(
+        "/api/v1/admin/organisation",
         headers={"Authorization": f"Bearer {acme.key}"},
         timeout=10,
     )
@@ -118,24 +134,24 @@ def test_an_inference_key_is_a_401_on_the_management_api(api_server, provision, 
     assert response.json()["error"]["type"] == "authentication_error"
 
 
-def test_only_the_api_v1_admin_prefix_reaches_django(api_server):
+def test_only_the_api_v1_admin_prefix_reaches_django(gateway):
     # /v1/admin/… is the inference API's: its own 404, not the management API.
-    inference = httpx.get(api_server.url + "/v1/admin/keys", timeout=10)
+    inference = gateway.http.get("/v1/admin/keys", timeout=10)
     assert inference.status_code == 404
     assert "See /api/v1/docs" in inference.json()["error"]["message"]
-    management = httpx.get(api_server.url + "/api/v1/admin/keys", timeout=10)
+    management = gateway.http.get("/api/v1/admin/keys", timeout=10)
     assert management.status_code == 401
-    unknown = httpx.get(api_server.url + "/api/v1/admin/nowhere", timeout=10)
+    unknown = gateway.http.get("/api/v1/admin/nowhere", timeout=10)
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_url"
 
 
-def test_the_schema_and_docs_are_served_and_work_offline(api_server):
-    document = httpx.get(api_server.url + "/api/v1/admin/openapi.json", timeout=10).json()
+def test_the_schema_and_docs_are_served_and_work_offline(gateway):
+    document = gateway.http.get("/api/v1/admin/openapi.json", timeout=10).json()
     assert document["openapi"].startswith("3.")
     assert {"/keys/", "/backends/{id}/check/", "/usage/", "/organisation/"} <= set(
         document["paths"]
     )
-    page = httpx.get(api_server.url + "/api/v1/admin/docs/", timeout=10)
+    page = gateway.http.get("/api/v1/admin/docs/", timeout=10)
     assert page.status_code == 200
     assert 'data-schema="/api/v1/admin/openapi.json"' in page.text
     assert "https://" not in page.text and "http://" not in page.text
