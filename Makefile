@@ -13,9 +13,14 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# make run HOST=0.0.0.0 PORT=9000 SIMULATOR_PORT=9100 to move it.
+HOST ?= 127.0.0.1
+PORT ?= 8000
+SIMULATOR_PORT ?= 8100
+
 run: install
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py run_embedded
+	$(PY) manage.py run_embedded --host $(HOST) --port $(PORT) --simulator-port $(SIMULATOR_PORT)
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -28,6 +28,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--out", help="Write the files into this directory (e.g. ~/.codex) instead."
         )
+        parser.add_argument(
+            "--base-url",
+            help="Switchyard's address as Codex reaches it "
+            "(default: SWITCHYARD_PUBLIC_URL, http://127.0.0.1:8000).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         org = get_org(options["org"])
@@ -52,7 +57,7 @@ class Command(BaseCommand):
         files = codex_kit.kit_files(
             models=models,
             model=model,
-            base_url=settings.SWITCHYARD_PUBLIC_URL,
+            base_url=options["base_url"] or settings.SWITCHYARD_PUBLIC_URL,
             catalog_path=catalog_path,
         )
         if out:
