@@ -7,6 +7,8 @@ from decimal import Decimal, InvalidOperation
 
 from django.core.exceptions import ValidationError
 
+from accounts.validation import whole_field
+
 # The organisation's settings that limit what it spends in a calendar month.
 SPEND_FIELDS = ("monthly_budget", "monthly_tokens", "budget_warning_percent")
 
@@ -35,9 +37,8 @@ def budget_clean(value: object, *, field: str) -> Decimal | None:
 
 
 def _whole(value: object, *, field: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValidationError({field: f"A whole number from {low} to {high}."})
-    return value
+    message = f"A whole number from {low} to {high}."
+    return whole_field(value, field=field, message=message, low=low, high=high)
 
 
 def spend_limit_clean(field: str, value: object) -> object:
