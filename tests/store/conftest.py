@@ -1,7 +1,11 @@
 """Stored-response fixtures: Acme stores responses, Globex stores them too
 (so that its answers for Acme's ids are the tenancy check), and a ZDR
 organisation stores nothing. Their backend is the simulator, behind a
-recorder that keeps every chat request it relays."""
+recorder that keeps every chat request it relays; both run on threads of
+the test's process, and the API answers in-process (``tests.inprocess``).
+Stored responses are written on connections of their own (the event
+loop's, the store's worker thread), so these tests commit what they set
+up (``transaction=True``)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,19 @@ import pytest
 from openai import OpenAI
 
 from accounts.services.organisations import organisation_ensure, organisation_settings_update
+from tests import inprocess
 from tests.store.recorder import Recorder
+
+
+@pytest.fixture
+def simulator() -> inprocess.SimulatorThread:
+    return inprocess.simulator()
+
+
+@pytest.fixture
+def gateway() -> Iterator[inprocess.Gateway]:
+    with inprocess.serving() as gateway:
+        yield gateway
 
 
 @pytest.fixture
@@ -50,10 +66,6 @@ def initech(provision, recorder, people):
     return provision("initech", recorder.url, dialect="vllm")
 
 
-def sdk(server, tenant) -> OpenAI:
-    return OpenAI(base_url=server.url + "/v1", api_key=tenant.key, max_retries=0)
-
-
 @pytest.fixture
-def client(api_server, acme) -> OpenAI:
-    return sdk(api_server, acme)
+def client(gateway, acme) -> OpenAI:
+    return gateway.openai(acme.key)

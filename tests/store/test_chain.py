@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 WEATHER = {
     "type": "function",

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 from openai import BadRequestError, NotFoundError
 
 from tests.conftest import wait_rows
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_retrieve_returns_the_response_as_it_was_answered(client):
@@ -20,16 +19,17 @@ def test_retrieve_returns_the_response_as_it_was_answered(client):
 
 
 @pytest.mark.parametrize("prefix", ["/v1", "/api/v1"])
-def test_delete_answers_as_openai_does_and_the_response_is_gone(client, api_server, acme, prefix):
+def test_delete_answers_as_openai_does_and_the_response_is_gone(client, gateway, acme, prefix):
     response = client.responses.create(model="sim-model", input="[[text:bye]]")
     headers = {"authorization": f"Bearer {acme.key}"}
-    url = f"{api_server.url}{prefix}/responses/{response.id}"
-    assert httpx.get(url, headers=headers).json()["id"] == response.id
-    answer = httpx.delete(url, headers=headers)
+    url = f"{prefix}/responses/{response.id}"
+    http = gateway.http
+    assert http.get(url, headers=headers).json()["id"] == response.id
+    answer = http.delete(url, headers=headers)
     assert answer.status_code == 200
     assert answer.json() == {"id": response.id, "object": "response", "deleted": True}
-    assert httpx.get(url, headers=headers).status_code == 404
-    assert httpx.delete(url, headers=headers).status_code == 404
+    assert http.get(url, headers=headers).status_code == 404
+    assert http.delete(url, headers=headers).status_code == 404
     with pytest.raises(BadRequestError) as caught:
         client.responses.create(model="sim-model", input="x", previous_response_id=response.id)
     assert caught.value.body["code"] == "previous_response_not_found"
@@ -76,19 +76,19 @@ def test_a_string_input_is_listed_as_one_user_message(client):
 @pytest.mark.parametrize(
     ("query", "param"), [("limit=0", "limit"), ("limit=101", "limit"), ("order=up", "order")]
 )
-def test_bad_list_parameters_are_a_400_naming_them(client, api_server, acme, query, param):
+def test_bad_list_parameters_are_a_400_naming_them(client, gateway, acme, query, param):
     response = client.responses.create(model="sim-model", input="x")
-    answer = httpx.get(
-        f"{api_server.url}/v1/responses/{response.id}/input_items?{query}",
+    answer = gateway.http.get(
+        f"/v1/responses/{response.id}/input_items?{query}",
         headers={"authorization": f"Bearer {acme.key}"},
     )
     assert answer.status_code == 400 and answer.json()["error"]["param"] == param
 
 
-def test_stream_replay_is_refused(client, api_server, acme):
+def test_stream_replay_is_refused(client, gateway, acme):
     response = client.responses.create(model="sim-model", input="x")
-    answer = httpx.get(
-        f"{api_server.url}/v1/responses/{response.id}?stream=true",
+    answer = gateway.http.get(
+        f"/v1/responses/{response.id}?stream=true",
         headers={"authorization": f"Bearer {acme.key}"},
     )
     assert answer.status_code == 400

@@ -9,20 +9,21 @@ import httpx
 import pytest
 
 from tests.conftest import wait_for
+from tests.inprocess import Gateway
 from tests.store.test_tenancy import asks
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _asks(base: str, key: str, nul: str) -> list[httpx.Response]:
+def _asks(gateway: Gateway, key: str, nul: str) -> list[httpx.Response]:
     """Each way of naming a response or an item, with ``nul`` in the id."""
     path_id = f"resp_{nul and '%00'}abc"
-    return asks(base, key, f"resp_{nul}abc", f"msg_{nul}abc", path_id=path_id)
+    return asks(gateway, key, f"resp_{nul}abc", f"msg_{nul}abc", path_id=path_id)
 
 
-def test_a_nul_in_an_id_is_not_found_like_any_unknown_id(api_server, acme):
-    nul = _asks(api_server.url, acme.key, "\x00")
-    unknown = _asks(api_server.url, acme.key, "")
+def test_a_nul_in_an_id_is_not_found_like_any_unknown_id(gateway, acme):
+    nul = _asks(gateway, acme.key, "\x00")
+    unknown = _asks(gateway, acme.key, "")
     assert [r.status_code for r in nul] == [404, 404, 400, 400, 404]
     assert [r.status_code for r in nul] == [r.status_code for r in unknown]
     for with_nul, without in zip(nul, unknown, strict=True):
@@ -32,11 +33,11 @@ def test_a_nul_in_an_id_is_not_found_like_any_unknown_id(api_server, acme):
     assert nul[3].json()["error"]["param"] == "input[1]"
 
 
-def test_a_nul_in_the_path_still_makes_a_usage_row(api_server, acme):
+def test_a_nul_in_the_path_still_makes_a_usage_row(gateway, acme):
     from responses_api.models import UsageLog
 
     headers = {"authorization": f"Bearer {acme.key}", "session-id": "s"}
-    reply = httpx.get(api_server.url + "/v1/responses/%00abc", headers=headers, timeout=30)
+    reply = gateway.http.get("/v1/responses/%00abc", headers=headers, timeout=30)
     assert reply.status_code == 404
     row = wait_for(lambda: UsageLog.objects.filter(status=404).first())
     assert "\x00" not in row.endpoint and row.organisation_id == acme.organisation.id

@@ -11,18 +11,21 @@ import pytest
 from django.utils import timezone
 
 from responses_api.models import StoredResponse
+from tests.inprocess import Gateway
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def asks(
-    base: str, key: str, response_id: str, item_id: str, path_id: str | None = None
+    gateway: Gateway, key: str, response_id: str, item_id: str, path_id: str | None = None
 ) -> list[httpx.Response]:
     """Each way of naming a response or an item: by path (``path_id``, the
     id as a URL holds it, by default ``response_id``) and in a request."""
     path_id = response_id if path_id is None else path_id
     headers = {"authorization": f"Bearer {key}"}
-    with httpx.Client(base_url=base, headers=headers, timeout=30) as http:
+    with httpx.Client(
+        transport=gateway.transport, base_url=gateway.url, headers=headers, timeout=30
+    ) as http:
         return [
             http.get(f"/v1/responses/{path_id}"),
             http.get(f"/api/v1/responses/{path_id}/input_items"),
@@ -51,12 +54,10 @@ def _answers(replies: list[httpx.Response]) -> list[tuple[int, bytes, list]]:
     ]
 
 
-def test_another_organisations_ids_get_the_answers_of_missing_ones(
-    api_server, acme, globex, client
-):
+def test_another_organisations_ids_get_the_answers_of_missing_ones(gateway, acme, globex, client):
     first = client.responses.create(model="sim-model", input="[[text:secret]] mine")
     item_id = first.output[0].id
-    others = _answers(asks(api_server.url, globex.key, first.id, item_id))
+    others = _answers(asks(gateway, globex.key, first.id, item_id))
     assert [status for status, _, _ in others] == [404, 404, 400, 400, 404]
     assert b"previous_response_not_found" in others[2][1] and b"input[1]" in others[3][1]
 
@@ -64,24 +65,26 @@ def test_another_organisations_ids_get_the_answers_of_missing_ones(
     StoredResponse.objects.filter(id=first.id).update(
         expires_at=timezone.now() - timedelta(seconds=1)
     )
-    expired = _answers(asks(api_server.url, acme.key, first.id, item_id))
+    expired = _answers(asks(gateway, acme.key, first.id, item_id))
     # ... and once it is deleted outright.
     StoredResponse.objects.filter(id=first.id).update(
         expires_at=timezone.now() + timedelta(hours=1)
     )
     client.responses.delete(first.id)
-    deleted = _answers(asks(api_server.url, acme.key, first.id, item_id))
+    deleted = _answers(asks(gateway, acme.key, first.id, item_id))
     assert others == expired == deleted
     # Globex's own never-existing ids answer the same way too.
-    never = _answers(asks(api_server.url, globex.key, first.id, item_id))
+    never = _answers(asks(gateway, globex.key, first.id, item_id))
     assert never == others
     # Globex's refused attempts stored nothing.
     assert not StoredResponse.objects.filter(organisation=globex.organisation).exists()
 
 
-def test_a_zdr_organisation_stores_nothing_and_says_so(api_server, initech, recorder):
+def test_a_zdr_organisation_stores_nothing_and_says_so(gateway, initech, recorder):
     headers = {"authorization": f"Bearer {initech.key}"}
-    with httpx.Client(base_url=api_server.url, headers=headers, timeout=30) as http:
+    with httpx.Client(
+        transport=gateway.transport, base_url=gateway.url, headers=headers, timeout=30
+    ) as http:
         created = http.post("/v1/responses", json={"model": "sim-model", "input": "x"})
         body = created.json()
         assert created.status_code == 200 and body["store"] is False
