@@ -35,7 +35,7 @@ import httpx
 from asgiref.sync import async_to_sync
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
-from openai import AsyncOpenAI, OpenAI
+from openai import OpenAI
 
 BASE_URL = "http://testserver"
 
@@ -66,10 +66,12 @@ class Rows:
     def submit(
         self, row: dict[str, Any], scripts: Sequence[Any] = (), then: Sequence[Any] = ()
     ) -> Any:
+        from django.conf import settings
+
         from responses_api.runtime import redis_conn
 
         self.pending.append(row)
-        if scripts or then:
+        if settings.REDIS_URL and (scripts or then):
             return redis_conn.run_batch(then, scripts)
         return None
 
@@ -123,27 +125,6 @@ class InProcessTransport(httpx.BaseTransport):
         return httpx.Response(status, headers=headers, stream=httpx.ByteStream(body))
 
 
-class AsyncInProcessTransport(httpx.AsyncBaseTransport):
-    """The same for an asynchronous client: the test's coroutine runs in a
-    loop that ``async_to_sync`` started from the test's thread, so the
-    application is called in that loop and its database work still runs on
-    the test's thread."""
-
-    def __init__(self, rows: Rows) -> None:
-        self.rows = rows
-        self.transport = httpx.ASGITransport(app=application(), client=("127.0.0.1", 5000))
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        from asgiref.sync import sync_to_async
-
-        response = await self.transport.handle_async_request(request)
-        body = await response.aread()
-        await sync_to_async(self.rows.write)()
-        return httpx.Response(
-            response.status_code, headers=response.headers.raw, stream=httpx.ByteStream(body)
-        )
-
-
 class Gateway:
     """Clients of the in-process application: plain httpx and the OpenAI SDK."""
 
@@ -157,22 +138,6 @@ class Gateway:
     def openai(self, key: str, *, prefix: str = "/v1") -> OpenAI:
         http = httpx.Client(transport=self.transport, timeout=60)
         return OpenAI(base_url=BASE_URL + prefix, api_key=key, max_retries=0, http_client=http)
-
-    def async_openai(self, key: str) -> AsyncOpenAI:
-        """For a coroutine run with ``run`` (below), in that coroutine's loop."""
-        http = httpx.AsyncClient(transport=AsyncInProcessTransport(self.rows), timeout=60)
-        return AsyncOpenAI(base_url=BASE_URL + "/v1", api_key=key, max_retries=0, http_client=http)
-
-    def run(self, coroutine_function: Any, *args: Any) -> Any:
-        """Run an async test body as the sync transport runs one request."""
-
-        async def main() -> Any:
-            try:
-                return await coroutine_function(*args)
-            finally:
-                await _close_loop_resources()
-
-        return async_to_sync(main)()
 
 
 @contextlib.contextmanager
