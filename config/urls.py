@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 
 from responses_api import views
 from responses_api.gateway import routes
@@ -18,5 +20,7 @@ urlpatterns = [
     path("api/v1/admin/", ("admin_api.urls", "admin_api", "admin_api")),
     path("admin/", admin.site.urls),
     path("console/", include("console.urls")),
+    # What browsers and tools ask for before any page names its icon.
+    path("favicon.ico", RedirectView.as_view(url=static("console/favicon.svg"))),
     path("", views.home),
 ]

@@ -72,6 +72,7 @@ DOCS_PAGE = """<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
+<link rel="icon" href="{icon}" type="image/svg+xml">
 <link rel="stylesheet" href="{css}">
 </head>
 <body>
@@ -93,6 +94,7 @@ def docs_page(*, schema_url: str, title: str) -> HttpResponse:
     vendor = "drf_spectacular_sidecar/swagger-ui-dist/"
     page = DOCS_PAGE.format(
         title=escape(title),
+        icon=escape(static("console/favicon.svg")),
         css=escape(static(vendor + "swagger-ui.css")),
         bundle=escape(static(vendor + "swagger-ui-bundle.js")),
         init=escape(static("apidocs/init.js")),
