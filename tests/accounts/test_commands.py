@@ -231,3 +231,13 @@ def test_add_model_refuses_reasoning_levels_it_does_not_know(extra, field):
     run("add_backend", "--org", "acme", "--name", "gpu1", "--url", "http://127.0.0.1:9/v1")
     with pytest.raises(CommandError, match=field):
         run("add_model", "m", "--org", "acme", "--backend", "gpu1", *extra)
+
+
+@pytest.mark.django_db
+def test_create_org_says_whether_it_created_changed_or_found_the_organisation():
+    assert run("create_org", "acme", "--name", "Acme").startswith("Created organisation acme")
+    assert run("create_org", "acme", "--name", "Acme").startswith("Exists: organisation acme")
+    assert run("create_org", "acme", "--retention", "store").startswith("Updated organisation acme")
+    assert run("create_org", "acme", "--retention", "store").startswith("Exists:")
+    assert run("create_org", "acme", "--name", "Acme Inc").startswith("Updated organisation")
+    assert Organisation.objects.get(slug="acme").name == "Acme Inc"

@@ -49,12 +49,16 @@ class Command(BaseCommand):
             data["store_ttl_hours"] = store_ttl_hours
         try:
             with transaction.atomic():
+                fields = ("name", *data)
+                existing = Organisation.objects.filter(slug=slug).first()
+                before = existing and [getattr(existing, field) for field in fields]
                 org, created = organisation_ensure(slug=slug, name=name)
                 if data:
                     org = organisation_settings_update(organisation=org, actor=CLI, data=data)
         except ValidationError as exc:
             raise command_error(exc) from None
-        verb = "Created" if created else "Exists:"
+        changed = before != [getattr(org, field) for field in fields]
+        verb = "Created" if created else "Updated" if changed else "Exists:"
         budget = "none" if org.monthly_budget is None else f"{org.monthly_budget.normalize():f}"
         tokens = "none" if org.monthly_tokens is None else org.monthly_tokens
         self.stdout.write(
