@@ -25,11 +25,14 @@ run: install
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# ruff, then the import rules between the apps (scripts/check_imports.py).
+# ruff, then the import rules between the apps and between the parts of
+# responses_api (scripts/check_imports.py), and the size limits
+# (scripts/check_sizes.py).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) scripts/check_imports.py
+	$(PY) scripts/check_sizes.py
 
 # mypy with django-stubs over the product code ([tool.mypy] in pyproject.toml).
 # Run without DATABASE_URL/REDIS_URL: the plugin loads the embedded settings.
