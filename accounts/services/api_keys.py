@@ -1,6 +1,8 @@
 """Inference API keys: creating one (the full key is shown once), changing
-what it may do, and revoking it. Each change tells the API's key cache, which
-would otherwise serve the old key until it expires."""
+what it may do, and revoking it (:func:`key_revoke` serves the admin keys of
+:mod:`accounts.admin_keys` too). A change or a revocation tells the API's key
+cache, which would otherwise serve the key as it was until its entry is
+reloaded."""
 
 from __future__ import annotations
 
