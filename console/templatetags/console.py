@@ -55,3 +55,80 @@ def money(value) -> str:
     from responses_api.usage.spend import money as as_money
 
     return as_money(Decimal(value))
+
+
+@register.filter
+def utc(value) -> str:
+    """A moment as the rest of the console shows it, seconds and all; the
+    trace's values arrive as ISO strings, the models' as datetimes."""
+    if value in (None, ""):
+        return "–"
+    moment = _moment(value)
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC" if moment is not None else str(value)
+
+
+@register.filter
+def iso(value) -> str:
+    """The exact moment, for a ``<time datetime>`` or a title."""
+    moment = _moment(value)
+    return moment.isoformat() if moment is not None else ""
+
+
+def _moment(value):
+    from datetime import UTC, datetime
+
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
+        return None
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+@register.filter
+def audit_lines(details) -> list[tuple[str, str]]:
+    """An audit entry's details as ``(field, what happened)`` lines, read by
+    people rather than Python: ``{"changed": {"name": ["a", "b"]}}`` is
+    ``name: a → b``, a list of changed fields is named, a role change
+    ``from``/``to`` is one arrow."""
+    if not isinstance(details, dict):
+        return [("", _plain(details))] if details else []
+    lines: list[tuple[str, str]] = []
+    rest = dict(details)
+    if "from" in rest and "to" in rest:
+        lines.append(("", f"{_plain(rest.pop('from'))} → {_plain(rest.pop('to'))}"))
+    changed = rest.pop("changed", None)
+    if isinstance(changed, dict):
+        for field, value in changed.items():
+            if isinstance(value, list | tuple) and len(value) == 2:
+                before, after = (_plain(v, field) for v in value)
+                lines.append((field, f"{before} → {after}"))
+            else:
+                lines.append((field, _plain(value, field)))
+    elif changed:
+        lines.append(("changed", _plain(changed)))
+    lines.extend((field, _plain(value, field)) for field, value in rest.items())
+    return lines
+
+
+# Amounts the audit keeps as text with the column's scale ("50.000000").
+_MONEY_FIELDS = ("monthly_budget", "price_input", "price_cached_input", "price_output")
+
+
+def _plain(value, field: str = "") -> str:
+    if value is None or value == "":
+        return "–"
+    if field in _MONEY_FIELDS and isinstance(value, str | int | float):
+        try:
+            return money(value)
+        except ArithmeticError:
+            return str(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(_plain(v) for v in value) if value else "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_plain(v)}" for k, v in value.items()) if value else "none"
+    return str(value)

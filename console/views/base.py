@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import wraps
 from typing import Any, cast
 
@@ -15,6 +16,7 @@ from django.shortcuts import redirect, render
 
 from accounts.access import capabilities, is_support, memberships_of, require
 from accounts.models import Membership
+from responses_api.usage.spend import money
 
 SESSION_ORG = "console_organisation_id"
 
@@ -104,3 +106,14 @@ def query_without_page(request: HttpRequest) -> str:
     for position in ("page", "before", "after"):
         params.pop(position, None)
     return params.urlencode()
+
+
+def amounts_initial(instance: Any, fields: tuple[str, ...]) -> dict[str, Decimal]:
+    """A form's initial amounts as people type them: the columns keep six
+    decimal places, and a budget of 50 should read ``50.00``, not
+    ``50.000000``."""
+    return {
+        name: Decimal(money(value))
+        for name in fields
+        if (value := getattr(instance, name, None)) is not None
+    }

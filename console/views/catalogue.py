@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.audit import Actor
 from console.forms.catalogue import DeploymentForm, ServedModelForm
 from console.forms.common import errors_onto
+from console.views.base import amounts_initial
 from responses_api.access.objects import (
     backends_for_member,
     get_backend_for_member,
@@ -32,6 +33,8 @@ from responses_api.checks.model_check import run_check
 from responses_api.models import ModelCheck
 
 log = logging.getLogger(__name__)
+
+PRICE_FIELDS = ("price_input", "price_cached_input", "price_output")
 
 
 def model_list(request: HttpRequest, membership) -> HttpResponse:
@@ -51,7 +54,9 @@ def model_edit(request: HttpRequest, membership, model_id=None) -> HttpResponse:
         model = get_model_for_member(
             membership=membership, model_id=model_id, manage=request.method == "POST"
         )
-    form = ServedModelForm(request.POST or None, instance=model)
+    form = ServedModelForm(
+        request.POST or None, instance=model, initial=amounts_initial(model, PRICE_FIELDS)
+    )
     deploy_form = _deployment_form(membership, request.POST or None) if model is None else None
     if request.method == "POST":
         valid = form.is_valid() and (deploy_form is None or deploy_form.is_valid())

@@ -16,6 +16,7 @@ from accounts.services.api_keys import api_key_create, api_key_revoke, api_key_u
 from console.forms.common import errors_onto
 from console.forms.organisation import ApiKeyForm
 from console.spend import keys_month
+from console.views.base import amounts_initial
 from responses_api.access.objects import models_for_member
 from responses_api.usage.monthly import month_start
 
@@ -63,6 +64,7 @@ def key_edit(request: HttpRequest, membership, key_id) -> HttpResponse:
     model_ids = list(models_for_member(membership=membership).values_list("public_id", flat=True))
     model_ids += [m for m in key.allowed_models if m not in model_ids]
     initial = {name: getattr(key, name) for name in ApiKeyForm.base_fields}
+    initial.update(amounts_initial(key, ("monthly_budget",)))
     form = ApiKeyForm(request.POST or None, model_ids=model_ids, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = {k: v for k, v in form.cleaned_data.items() if k in form.changed_data}

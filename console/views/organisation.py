@@ -46,7 +46,7 @@ from console.forms.organisation import (
     RoleForm,
 )
 from console.spend import organisation_month
-from console.views.base import SESSION_ORG, page_of
+from console.views.base import SESSION_ORG, amounts_initial, page_of
 from responses_api.store.responses import responses_delete_all, responses_summary
 
 
@@ -233,7 +233,11 @@ def settings_page(request: HttpRequest, membership) -> HttpResponse:
     organisation = organisation_for_member(membership=membership)
     if request.method == "POST":
         require(membership, "settings_manage")
-    form = OrganisationSettingsForm(request.POST or None, instance=organisation)
+    form = OrganisationSettingsForm(
+        request.POST or None,
+        instance=organisation,
+        initial=amounts_initial(organisation, ("monthly_budget",)),
+    )
     if not manage:
         for field in form.fields.values():
             field.disabled = True

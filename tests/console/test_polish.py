@@ -1,0 +1,139 @@
+"""What an operator reads on the console: amounts as amounts, moments as
+moments, audit details as sentences."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+
+from tests.console.conftest import usage_row
+
+pytestmark = pytest.mark.django_db
+
+# --- Amounts -----------------------------------------------------------------
+
+
+def test_a_trace_shows_a_zero_cost_as_money(as_user, crew):
+    row = usage_row(crew["acme"], cost=Decimal(0))
+    body = as_user("alice").get(reverse("console:trace", args=[row.request_id])).content.decode()
+    assert "0E-8" not in body
+    assert '<dd id="trace-cost">0.00</dd>' in body
+
+
+def test_a_trace_keeps_every_digit_of_a_small_cost(as_user, crew):
+    row = usage_row(crew["acme"], cost=Decimal("0.00012345"))
+    body = as_user("alice").get(reverse("console:trace", args=[row.request_id])).content.decode()
+    assert '<dd id="trace-cost">0.00012345</dd>' in body
+
+
+def test_a_keys_budget_reads_as_typed_in_its_form(estates, as_user, crew):
+    from accounts.services.api_keys import api_key_create
+
+    key, _ = api_key_create(
+        organisation=crew["acme"], name="budgeted", monthly_budget=Decimal("50")
+    )
+    body = as_user("alice").get(reverse("console:key_edit", args=[key.id])).content.decode()
+    assert 'name="monthly_budget" value="50.00"' in body
+    assert "50.000000" not in body
+    listing = as_user("alice").get(reverse("console:keys")).content.decode()
+    assert "of 50.00" in listing and "50.000000" not in listing
+
+
+def test_an_unchanged_budget_is_not_saved_again(estates, as_user, crew):
+    from accounts.models import AuditEntry
+    from accounts.services.api_keys import api_key_create
+
+    key, _ = api_key_create(
+        organisation=crew["acme"], name="budgeted", monthly_budget=Decimal("50")
+    )
+    response = as_user("alice").post(
+        reverse("console:key_edit", args=[key.id]),
+        {"name": "budgeted", "monthly_budget": "50.00"},
+    )
+    assert response.status_code == 302
+    assert not AuditEntry.objects.filter(action="api_key.update").exists()
+
+
+def test_the_organisations_budget_reads_as_typed(as_user, crew):
+    from accounts.audit import CLI
+    from accounts.services.organisations import organisation_settings_update
+
+    organisation_settings_update(
+        organisation=crew["acme"], actor=CLI, data={"monthly_budget": Decimal("50")}
+    )
+    body = as_user("alice").get(reverse("console:settings")).content.decode()
+    assert 'value="50.00"' in body
+    assert "50.000000" not in body
+
+
+def test_model_prices_read_as_amounts(estates, as_user):
+    from accounts.audit import CLI
+    from responses_api.catalogue.services.served_models import model_update
+
+    model = estates["acme"].model
+    model_update(model=model, actor=CLI, data={"price_input": Decimal("0.15")})
+    listing = as_user("alice").get(reverse("console:models")).content.decode()
+    assert "0.15 · 0.00 · 0.00" in listing
+    form = as_user("alice").get(reverse("console:model_edit", args=[model.id])).content.decode()
+    assert 'value="0.15"' in form and "0.150000" not in form
+
+
+# --- Audit log ---------------------------------------------------------------
+
+
+def test_audit_details_read_as_before_and_after(as_user, crew):
+    from accounts.audit import CLI
+    from accounts.services.organisations import organisation_ensure, organisation_settings_update
+
+    organisation_ensure(slug="acme", name="Acme Corp")
+    organisation_settings_update(
+        organisation=crew["acme"], actor=CLI, data={"monthly_budget": Decimal("50")}
+    )
+    body = as_user("alice").get(reverse("console:audit")).content.decode()
+    assert '<span class="muted">name:</span> Acme → Acme Corp' in body
+    assert '<span class="muted">monthly_budget:</span> – → 50.00' in body
+    assert "{" not in body.split("<tbody>")[1] and "[&#x27;" not in body
+
+
+def test_audit_names_the_fields_a_change_touched(estates, as_user):
+    from accounts.audit import CLI
+    from accounts.services.api_keys import api_key_update
+
+    api_key_update(api_key=estates["acme"].key, actor=CLI, data={"name": "renamed", "rpm": 5})
+    body = as_user("alice").get(reverse("console:audit")).content.decode()
+    assert '<span class="muted">changed:</span> name, rpm' in body
+
+
+def test_a_role_change_reads_as_one_arrow():
+    from console.templatetags.console import audit_lines
+
+    assert audit_lines({"from": "developer", "to": "admin"}) == [("", "developer → admin")]
+    assert audit_lines({"ok": True, "latency_ms": None}) == [("ok", "yes"), ("latency_ms", "–")]
+
+
+# --- Trace times -------------------------------------------------------------
+
+
+def test_trace_times_read_like_the_rest_of_the_console(as_user, crew):
+    received = datetime(2026, 12, 3, 8, 26, 47, 123456, tzinfo=UTC)
+    row = usage_row(crew["acme"], created_at=received)
+    row.finished_at = datetime(2026, 12, 3, 8, 26, 49, tzinfo=UTC)
+    row.save(update_fields=["finished_at"])
+    body = as_user("alice").get(reverse("console:trace", args=[row.request_id])).content.decode()
+    assert (
+        '<time id="trace-received" datetime="2026-12-03T08:26:47.123456+00:00">'
+        "2026-12-03 08:26:47 UTC</time>"
+    ) in body
+    assert (
+        '<time id="trace-finished" datetime="2026-12-03T08:26:49+00:00">2026-12-03 08:26:49 UTC'
+    ) in body
+    assert "2026-12-03T08:26:47.123456+00:00</dd>" not in body
+
+
+def test_a_trace_without_an_end_says_so(as_user, crew):
+    row = usage_row(crew["acme"])
+    body = as_user("alice").get(reverse("console:trace", args=[row.request_id])).content.decode()
+    assert "<dt>Finished</dt><dd>–</dd>" in body
