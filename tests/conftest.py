@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -36,13 +37,36 @@ os.environ["SWITCHYARD_PASSWORD_HASHERS"] = "fast"
 settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+def worker_redis_url(url: str, worker: str) -> str:
+    """The Redis database of one pytest-xdist worker (``gw0``, ``gw1``...):
+    the base URL's database number plus the worker's index. Rate-limit,
+    spend, routing and usage-stream keys name no test run, so two workers
+    sharing a database would count each other's requests."""
+    index = int(worker.removeprefix("gw"))
+    parts = urlsplit(url)
+    base = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{base + index}"))
+
+
+# Settings were loaded before this module (pytest-django sets Django up
+# first), so the worker's database is given to them as well as to the
+# environment the server processes and the tests' own Redis clients read.
+if os.environ.get("REDIS_URL") and os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["REDIS_URL"] = worker_redis_url(
+        os.environ["REDIS_URL"], os.environ["PYTEST_XDIST_WORKER"]
+    )
+    settings.REDIS_URL = os.environ["REDIS_URL"]
+    settings.CACHES["default"]["LOCATION"] = settings.REDIS_URL
+    settings.CELERY_BROKER_URL = settings.REDIS_URL
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def wait_http(url: str, timeout: float = 20.0, proc: subprocess.Popen | None = None) -> None:
+def wait_http(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None) -> None:
     def answers() -> bool:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process for {url} exited with {proc.returncode}")
@@ -310,3 +334,14 @@ def _store_loop_closed():
     store_loop.close()
     if continuation._writer.cache_info().currsize:
         continuation._writer().submit(connections.close_all).result()
+
+
+def pytest_make_parametrize_id(config, val, argname):
+    """A gzip member's id without the time gzip writes into its header:
+    every pytest-xdist worker must collect the same test ids, and parameters
+    compressed at collection would differ by the second each worker reached
+    them."""
+    if isinstance(val, bytes) and val[:2] == b"\x1f\x8b" and len(val) >= 8:
+        stable = val[:4] + bytes(4) + val[8:]
+        return stable.decode("ascii", "backslashreplace")
+    return None

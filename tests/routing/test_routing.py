@@ -74,10 +74,13 @@ def _conversation_turns(web, key, *, cache_key: str | None, turns: int = 4):
     return responses
 
 
-@pytest.mark.parametrize("cache_key", ["session-" + uuid.uuid4().hex, None])
+@pytest.mark.parametrize("cache_key", ["session-", None])
 def test_affinity_keeps_a_conversation_on_one_backend_and_cached_tokens_grow(
     web, sims, fleet_for, cache_key
 ):
+    # A key of this run's own (made here: every xdist worker must collect
+    # the same test ids).
+    cache_key = cache_key and cache_key + uuid.uuid4().hex
     fleet = fleet_for(sims)
     responses = _conversation_turns(web, fleet.key, cache_key=cache_key)
     backends = {r["switchyard"]["backend"]["id"] for r in responses}
