@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import statistics
 import time
 
 import orjson
@@ -101,9 +102,12 @@ def test_a_big_body_or_one_that_decodes_to_a_lot_is_decoded_in_a_thread(monkeypa
 
 def test_a_bomb_decoded_in_a_thread_leaves_the_loop_free():
     bomb = gzip.compress(b"\0" * (CAP + 1))  # 16 kB that decode to over the cap
-    gaps = []
+    rounds = 5
+    worst = []  # per decode, the longest the loop waited to wake
 
     async def main() -> None:
+        gaps: list[float] = []
+
         async def tick() -> None:
             last = time.perf_counter()
             while True:
@@ -113,22 +117,30 @@ def test_a_bomb_decoded_in_a_thread_leaves_the_loop_free():
                 last = now
 
         ticker = asyncio.create_task(tick())
-        await asyncio.sleep(0.01)  # a few ticks before, to compare with
-        with pytest.raises(ApiError) as refused:
-            await decode(bomb, b"gzip", cap=CAP)
-        assert refused.value.status == 413
-        await asyncio.sleep(0.01)  # the ticker measures the gap it saw
+        for _ in range(rounds):
+            await asyncio.sleep(0.01)  # a few ticks before, to compare with
+            gaps.clear()
+            with pytest.raises(ApiError) as refused:
+                await decode(bomb, b"gzip", cap=CAP)
+            assert refused.value.status == 413
+            await asyncio.sleep(0.01)  # the ticker measures the gap it saw
+            worst.append(max(gaps))
         ticker.cancel()
 
     asyncio.run(main())
     # Decoding it on the loop would hold the loop as long as the decoding
-    # takes (~50 ms on an idle machine); measured here, as loaded as the
-    # ticker was, so that a busy machine cannot fail the test.
-    started = time.perf_counter()
-    with pytest.raises(ApiError):
-        decode_body(bomb, b"gzip", cap=CAP)
-    inline = time.perf_counter() - started
-    assert max(gaps) < max(0.02, inline / 2), (max(gaps), inline)
+    # takes (~50 ms on an idle machine), in every round; measured here, as
+    # loaded as the ticker was, so that a busy machine cannot fail the test.
+    # Medians: a process descheduled once by a busy machine is one round's
+    # long gap, where decoding on the loop would be every round's.
+    inline = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        with pytest.raises(ApiError):
+            decode_body(bomb, b"gzip", cap=CAP)
+        inline.append(time.perf_counter() - started)
+    gap, cost = statistics.median(worst), statistics.median(inline)
+    assert gap < max(0.02, cost / 2), (worst, inline)
 
 
 def chunk_line(content: str) -> bytes:
