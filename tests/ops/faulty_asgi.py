@@ -1,6 +1,7 @@
 """The project's application with three paths that fail on purpose, for
 tests/ops/test_app_errors.py: a bug before the response starts, one after,
-and a view of the server's own connection table."""
+and a view of the server's own connection table and of whether the loop
+that reaps it is still scheduled."""
 
 from __future__ import annotations
 
@@ -25,9 +26,18 @@ async def faulty(scope: dict[str, Any], receive: Any, send: Any) -> None:
         raise TypeError("a bug after the response started")
     if path == "/connections":
         from daphne.server import Server
+        from twisted.internet import reactor
 
         servers = [o for o in gc.get_objects() if isinstance(o, Server)]
-        body = orjson.dumps({"connections": sum(len(s.connections) for s in servers)})
+        # Daphne's reaper reschedules itself at the end of each pass; one
+        # that raised is gone from the reactor's pending calls for good.
+        pending = [getattr(c.func, "__func__", None) for c in reactor.getDelayedCalls()]
+        body = orjson.dumps(
+            {
+                "connections": sum(len(s.connections) for s in servers),
+                "reaping": Server.application_checker in pending,
+            }
+        )
         headers = [(b"content-type", b"application/json")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
