@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 
 from accounts.access import get_api_key_for_member
 from responses_api.catalogue import codex_kit
+from responses_api.models import Backend, ServedModel
 
 # The setting's default: while it is unchanged, the page uses the host the
 # browser reached the console on.
@@ -34,11 +35,29 @@ def _base_url(request: HttpRequest) -> str:
     return f"{request.scheme}://{request.get_host()}"
 
 
+def _default_model(models: list[ServedModel]) -> ServedModel | None:
+    """The profile's model when none is chosen: the first one a backend
+    answers for, so that a first ``codex --profile`` works; else one whose
+    backend is not known to be down; else the first."""
+
+    def reachable(model: ServedModel, healths: tuple[str, ...]) -> bool:
+        return any(
+            d.backend.enabled and d.backend.health in healths for d in model.deployments.all()
+        )
+
+    online, unknown = Backend.Health.ONLINE, Backend.Health.UNKNOWN
+    for healths in ((online,), (online, unknown)):
+        found = next((m for m in models if reachable(m, healths)), None)
+        if found is not None:
+            return found
+    return models[0] if models else None
+
+
 @require_GET
 def key_codex(request: HttpRequest, membership, key_id) -> HttpResponse:
     key = get_api_key_for_member(membership=membership, key_id=key_id)
-    models = list(codex_kit.usable_models(key))
-    model = models[0] if models else None
+    models = list(codex_kit.usable_models(key).prefetch_related("deployments__backend"))
+    model = _default_model(models)
     if model is not None and request.GET.get("model"):
         model = next((m for m in models if m.public_id == request.GET["model"]), model)
     base_url = _base_url(request)

@@ -1,17 +1,73 @@
 """What an operator reads on the console: amounts as amounts, moments as
-moments, audit details as sentences."""
+moments, audit details as sentences, a usage log that fits, and a Codex
+page that starts from a model that answers."""
 
 from __future__ import annotations
 
+import re
+import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 
 from tests.console.conftest import usage_row
 
 pytestmark = pytest.mark.django_db
+
+STYLESHEET = Path(settings.BASE_DIR) / "console" / "static" / "console" / "console.css"
+
+
+def _deployed(org, name: str, health: str):
+    from responses_api.catalogue.services.backends import backend_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
+    from responses_api.models import Backend
+
+    backend, _ = backend_ensure(
+        organisation=org, name=f"{name}-gpu", base_url="http://127.0.0.1:9/v1", api_key="x"
+    )
+    Backend.objects.filter(pk=backend.pk).update(health=health)
+    model, _ = model_ensure(organisation=org, public_id=name, backend=backend)
+    return model
+
+
+# --- Use with Codex ----------------------------------------------------------
+
+
+def test_codex_profile_defaults_to_a_model_whose_backend_is_online(estates, as_user, crew):
+    _deployed(crew["acme"], "aaa-down", "offline")
+    _deployed(crew["acme"], "bbb-up", "online")
+    url = reverse("console:key_codex", args=[estates["acme"].key.id])
+    response = as_user("alice").get(url)
+    assert response.context["model"].public_id == "bbb-up"
+    assert '<option value="bbb-up" selected>' in response.content.decode()
+
+
+def test_codex_profile_passes_over_an_offline_backend_for_one_not_known_down(
+    estates, as_user, crew
+):
+    _deployed(crew["acme"], "aaa-down", "offline")
+    url = reverse("console:key_codex", args=[estates["acme"].key.id])
+    # acme-model's backend has never been checked: better than a dead one.
+    assert as_user("alice").get(url).context["model"].public_id == "acme-model"
+
+
+def test_codex_profile_still_takes_a_chosen_model(estates, as_user, crew):
+    _deployed(crew["acme"], "aaa-down", "offline")
+    url = reverse("console:key_codex", args=[estates["acme"].key.id])
+    response = as_user("alice").get(url, {"model": "aaa-down"})
+    assert response.context["model"].public_id == "aaa-down"
+
+
+def test_codex_files_wrap_inside_their_box():
+    css = STYLESHEET.read_text()
+    rule = re.search(r"^pre \{([^}]*)\}", css, re.MULTILINE)
+    assert rule is not None
+    assert "white-space: pre-wrap" in rule.group(1) and "overflow" in rule.group(1)
+
 
 # --- Amounts -----------------------------------------------------------------
 
@@ -112,6 +168,46 @@ def test_a_role_change_reads_as_one_arrow():
 
     assert audit_lines({"from": "developer", "to": "admin"}) == [("", "developer → admin")]
     assert audit_lines({"ok": True, "latency_ms": None}) == [("ok", "yes"), ("latency_ms", "–")]
+
+
+# --- Usage log ---------------------------------------------------------------
+
+
+def _ids(response) -> set[str]:
+    return {str(row.request_id) for row in response.context["page"]}
+
+
+@pytest.fixture
+def lookalikes(crew):
+    """Two of Acme's requests and one of Globex's sharing their first digits."""
+    ids = {
+        "acme1": "0badc0de-0000-4000-8000-000000000001",
+        "acme2": "0badc0de-0000-4000-8000-000000000002",
+        "globex": "0badc0de-1111-4000-8000-000000000003",
+    }
+    usage_row(crew["acme"], request_id=uuid.UUID(ids["acme1"]), cost=Decimal("0.0125"))
+    usage_row(crew["acme"], request_id=uuid.UUID(ids["acme2"]))
+    usage_row(crew["globex"], request_id=uuid.UUID(ids["globex"]))
+    return ids
+
+
+def test_usage_log_shows_each_requests_cost(as_user, lookalikes):
+    body = as_user("bob").get(reverse("console:usage")).content.decode()
+    assert '<th class="num">Cost</th>' in body
+    assert '<td class="num">0.0125</td>' in body
+    assert "0E-8" not in body
+
+
+def test_usage_log_cuts_long_ids_short_with_the_whole_id_in_a_title(as_user, lookalikes):
+    body = as_user("bob").get(reverse("console:usage")).content.decode()
+    assert f'class="mono cut" href="/console/trace/{lookalikes["acme1"]}/"' in body
+    assert f'title="{lookalikes["acme1"]}"' in body
+
+
+def test_usage_log_cells_may_wrap():
+    css = STYLESHEET.read_text()
+    assert "table.usage td { white-space: nowrap; }" not in css
+    assert "table.usage .cut" in css
 
 
 # --- Trace times -------------------------------------------------------------
