@@ -9,10 +9,13 @@ algorithm off, and it applies every patch of config/patches.py.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -21,8 +24,25 @@ import orjson
 import pytest
 
 from tests.conftest import ROOT, start_daphne, wait_rows
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+
+def wait_until_full(sock: socket.socket) -> None:
+    """Stop reading until the bytes waiting in this client's socket stop
+    growing: its buffer, and the server's behind it, are full, and the
+    server's writes take the buffered path."""
+
+    def unread() -> int:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, bytes(4)))[0]
+
+    def stopped_growing() -> bool:
+        before = unread()
+        time.sleep(0.2)  # the sampling interval of the buffer's size
+        return before > 0 and unread() == before
+
+    wait_until(stopped_growing, timeout=15, interval=0)
 
 
 def test_a_slow_reader_gets_every_event_in_order(provision, simulator):
@@ -39,10 +59,11 @@ def test_a_slow_reader_gets_every_event_in_order(provision, simulator):
             timeout=120,
         ) as response:
             assert response.status_code == 200
+            sock = response.extensions["network_stream"].get_extra_info("socket")
             paused = False
             for line in response.iter_lines():
                 if not paused and len(events) == 100:
-                    time.sleep(2.0)  # let the server's socket buffer fill up
+                    wait_until_full(sock)
                     paused = True
                 if line.startswith("data: "):
                     events.append(orjson.loads(line[6:]))
