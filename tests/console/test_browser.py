@@ -1,7 +1,8 @@
 """The console in a real headless Chromium against a live daphne and the
 simulator: sign in, create a key, call the API with it, find the request in
 the usage log, trace it by its X-Request-Id, revoke the key, and see the API
-refuse it.
+refuse it. And how pages lay out: the widest ones fit a 1,400 px window, and
+a dark desktop gets the dark palette with readable badges.
 
 Needs Debian's ``chromium`` and the ``playwright`` package (which drives the
 installed browser; it downloads nothing). Without them the test is skipped,
@@ -11,12 +12,14 @@ except under CI (``CI=true``), where it fails.
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
 import pytest
 from openai import AuthenticationError, OpenAI
 
+from tests.console.conftest import usage_row
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.live, pytest.mark.django_db(transaction=True)]
@@ -80,7 +83,7 @@ def test_key_lifecycle_usage_and_trace_in_a_browser(page, api_server, provision,
     page.on(
         "console",
         lambda message: (
-            refused.append(message.text) if "Content Security Policy" in message.text else None
+            violations.append(message.text) if "Content Security Policy" in message.text else None
         ),
     )
 
@@ -157,3 +160,113 @@ def test_key_lifecycle_usage_and_trace_in_a_browser(page, api_server, provision,
     page.wait_for_selector(".swagger-ui .info")
     page.screenshot(path=str(ARTIFACTS / "api-docs.png"), full_page=True)
     assert violations == []
+
+
+# --- Layout and colour --------------------------------------------------------
+
+WINDOW = 1400
+
+
+def _sign_in(page, console: str, email: str = "alice@example.com") -> None:
+    page.goto(console)
+    page.fill("input[name=username]", email)
+    page.fill("input[name=password]", "alice-password-1")
+    page.click("button[type=submit]")
+    page.wait_for_url(console)
+
+
+def _page_width(page) -> int:
+    return page.evaluate("document.documentElement.scrollWidth")
+
+
+def _busy_log(tenant) -> None:
+    """Rows with everything a usage log cell can hold, at its longest."""
+    for status in (200, 429, 499, 500):
+        usage_row(
+            tenant.organisation,
+            status=status,
+            model="a-model-with-a-rather-long-public-identifier-v2.5-instruct",
+            key_prefix="sy_sk_abcdefgh",
+            backend=tenant.backend,
+            backend_name="backend-in-the-basement-rack-seventeen",
+            session_id="0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b-with-a-suffix",
+            note="client disconnected while the answer was being generated",
+            stream=True,
+            cost=Decimal("0.01234567"),
+        )
+
+
+def test_codex_page_and_usage_log_fit_a_1400_px_window(page, api_server, provision):
+    from responses_api.catalogue.services.served_models import model_ensure
+
+    tenant = provision("acme", "http://127.0.0.1:9/v1", model="acme-model")
+    for n in range(3):
+        model_ensure(
+            organisation=tenant.organisation, public_id=f"acme-model-{n}", backend=tenant.backend
+        )
+    _busy_log(tenant)
+    console = api_server.url + "/console/"
+    page.set_viewport_size({"width": WINDOW, "height": 900})
+    _sign_in(page, console)
+
+    page.goto(console + "keys/")
+    page.locator("tr", has_text="acme key").locator("text=Use with Codex").first.click()
+    page.wait_for_selector("#codex-model_catalog-json")
+    assert _page_width(page) <= WINDOW
+    page.screenshot(path=str(ARTIFACTS / "console-codex.png"), full_page=True)
+
+    page.goto(console + "usage/")
+    assert page.locator("table.usage tbody tr").count() == 4
+    assert _page_width(page) <= WINDOW
+    table = page.locator("table.usage").bounding_box()
+    assert table is not None and table["x"] + table["width"] <= WINDOW
+    page.screenshot(path=str(ARTIFACTS / "console-usage-narrow.png"), full_page=True)
+
+
+def _rgb(css: str) -> tuple[float, ...]:
+    return tuple(float(part) for part in css[css.index("(") + 1 : -1].split(",")[:3])
+
+
+def _contrast(ink: str, paper: str) -> float:
+    """WCAG 2 contrast ratio of two computed colours."""
+
+    def luminance(colour: str) -> float:
+        channels = [c / 255 for c in _rgb(colour)]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    light, dark = sorted((luminance(ink), luminance(paper)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def _style(page, selector: str, prop: str) -> str:
+    return page.eval_on_selector(selector, f"e => getComputedStyle(e).getPropertyValue({prop!r})")
+
+
+def test_a_dark_desktop_gets_the_dark_palette(page, api_server, provision):
+    tenant = provision("acme", "http://127.0.0.1:9/v1", model="acme-model")
+    _busy_log(tenant)
+    console = api_server.url + "/console/"
+    _sign_in(page, console)
+
+    page.goto(console + "usage/")
+    assert _style(page, "body", "background-color") == "rgb(245, 246, 248)"
+
+    page.emulate_media(color_scheme="dark")
+    page.goto(console + "usage/")
+    assert _style(page, "body", "background-color") == "rgb(15, 20, 32)"
+    assert _style(page, ".card", "background-color") == "rgb(23, 29, 43)"
+    for status in ("s2xx", "s4xx", "s5xx"):
+        badge = f"table.usage .badge.{status}"
+        ratio = _contrast(_style(page, badge, "color"), _style(page, badge, "background-color"))
+        assert ratio >= 4.5, (status, ratio)
+    page.screenshot(path=str(ARTIFACTS / "console-usage-dark.png"), full_page=True)
+
+    page.goto(console)
+    card = _style(page, ".card", "background-color")
+    series = [f"svg.chart rect.s{n}" for n in range(1, 5)]
+    drawn = [bar for bar in series if page.locator(bar).count()]
+    assert drawn
+    for bar in drawn:
+        assert _contrast(_style(page, bar, "fill"), card) >= 3, bar
+    page.screenshot(path=str(ARTIFACTS / "console-dashboard-dark.png"), full_page=True)

@@ -233,3 +233,31 @@ def test_a_trace_without_an_end_says_so(as_user, crew):
     row = usage_row(crew["acme"])
     body = as_user("alice").get(reverse("console:trace", args=[row.request_id])).content.decode()
     assert "<dt>Finished</dt><dd>–</dd>" in body
+
+
+# --- Dark mode ---------------------------------------------------------------
+
+
+def test_the_console_offers_a_dark_palette(as_user, crew):
+    body = as_user("alice").get(reverse("console:dashboard")).content.decode()
+    assert '<meta name="color-scheme" content="light dark">' in body
+    css = STYLESHEET.read_text()
+    dark = css.split("@media (prefers-color-scheme: dark)", 1)[1]
+    for name in ("--bg", "--panel", "--ink", "--ok-soft", "--bad-soft", "--s1", "--chart-grid"):
+        assert f"{name}:" in dark.split("}\n}", 1)[0]
+
+
+def test_colours_outside_the_palette_are_only_the_sidebars():
+    """Every colour a page draws with comes from a custom property, so the
+    dark palette reaches it; the sidebar and secret boxes are dark in both."""
+    css = STYLESHEET.read_text()
+    body = css.split("@media (prefers-color-scheme: dark)", 1)[1].split("}\n}", 1)[1]
+    stray = [
+        line
+        for line in body.splitlines()
+        if re.search(r"#[0-9a-fA-F]{3,6}\b", line)
+        and not re.match(
+            r"\.(sidebar|org-switch|whoami|brand|linklike|secret)|\.sidebar", line.strip()
+        )
+    ]
+    assert stray == []
