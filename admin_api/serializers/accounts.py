@@ -3,11 +3,13 @@ admin keys, as the management API shows and takes them."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from accounts.models import AdminApiKey, AuditEntry, Membership, Organisation
+from accounts.models import AdminApiKey, ApiKey, AuditEntry, Membership, Organisation
 from admin_api.serializers.base import (
     ObjectTypeField,
     StrictCharField,
@@ -15,6 +17,15 @@ from admin_api.serializers.base import (
     StrictEmailField,
     StrictIntegerField,
     StrictSerializer,
+)
+from admin_api.serializers.spend import (
+    BUDGET_HELP,
+    TOKENS_HELP,
+    MonthlyBudgetField,
+    MonthlyTokensField,
+    SpendSerializer,
+    month_spend,
+    spend_body,
 )
 from responses_api.models import ServedModel
 
@@ -34,7 +45,14 @@ class OrganisationSerializer(StrictSerializer):
     default_rpm = _limit()
     default_tpm = _limit()
     default_concurrency = _limit()
+    monthly_budget = MonthlyBudgetField(help_text=BUDGET_HELP + " Counts all its keys' spend.")
+    monthly_tokens = MonthlyTokensField(help_text=TOKENS_HELP + " Counts all its keys' tokens.")
+    spend = serializers.SerializerMethodField()
     created_at = serializers.DateTimeField(read_only=True)
+
+    @extend_schema_field(SpendSerializer)
+    def get_spend(self, organisation: Organisation) -> dict[str, Any]:
+        return month_spend(organisation.pk)
 
 
 class ApiKeySerializer(StrictSerializer):
@@ -50,12 +68,29 @@ class ApiKeySerializer(StrictSerializer):
     tpm = _limit()
     concurrency = _limit()
     expires_at = serializers.DateTimeField(allow_null=True, required=False)
+    monthly_budget = MonthlyBudgetField(
+        help_text=BUDGET_HELP + " The organisation's own budget applies as well."
+    )
+    monthly_tokens = MonthlyTokensField(
+        help_text=TOKENS_HELP + " The organisation's own quota applies as well."
+    )
+    spend = serializers.SerializerMethodField()
     created_at = serializers.DateTimeField(read_only=True)
     created_by = serializers.CharField(
         source="created_by.username", read_only=True, allow_null=True
     )
     last_used_at = serializers.DateTimeField(read_only=True, allow_null=True)
     revoked_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+    @extend_schema_field(SpendSerializer)
+    def get_spend(self, key: ApiKey) -> dict[str, Any]:
+        """A list reads every key's month in one query (``spend_by_key`` in
+        the context); a single key reads its own."""
+        by_key = self.context.get("spend_by_key")
+        if by_key is None:
+            return month_spend(key.organisation_id, str(key.pk))
+        month, spent = by_key
+        return spend_body(spent.get(str(key.pk), (Decimal(0), 0)), month)
 
     def validate_allowed_models(self, value: list[str]) -> list[str]:
         organisation = self.context["organisation"]

@@ -31,7 +31,9 @@ from admin_api.serializers.accounts import (
     OrganisationSerializer,
 )
 from admin_api.serializers.base import DeletedSerializer, deleted
+from admin_api.serializers.spend import this_month
 from admin_api.views.base import AdminViewSet
+from responses_api.usage.monthly import month_spent_by_key
 
 
 class OrganisationViewSet(AdminViewSet):
@@ -71,6 +73,16 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, AdminViewS
     def tenant_queryset(self) -> QuerySet[ApiKey]:
         return ApiKey.objects.filter(organisation=self.organisation).select_related("created_by")
 
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        if self.action == "list" and "organisation" in context:
+            month = this_month()
+            context["spend_by_key"] = (
+                month,
+                month_spent_by_key(self.organisation.pk, month=month),
+            )
+        return context
+
     @extend_schema(
         summary="Create an API key; the answer holds the full key, once",
         responses={201: ApiKeyCreatedSerializer},
@@ -86,7 +98,7 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, AdminViewS
         data["key"] = raw
         return Response(data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(summary="Change a key's name, models, limits or expiry")
+    @extend_schema(summary="Change a key's name, models, limits, spend limits or expiry")
     def partial_update(self, request: Request, id: str) -> Response:
         key = self.get_object()
         serializer = self.get_serializer(key, data=request.data, partial=True)
