@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from tests.conftest import Proc, server_env, start_daphne, start_simulator
+from tests.conftest import Proc, server_env, start_daphne, start_simulator, wait_for
 
 QUEUE_TIMEOUT = 3.0
 KEEPALIVE = 0.5
@@ -60,12 +60,22 @@ def web(django_db_setup, django_db_blocker) -> Iterator[Web]:
         server.stop()
 
 
-@pytest.fixture(scope="module")
-def sims() -> Iterator[list[Proc]]:
+@pytest.fixture(scope="session")
+def _sim_processes() -> Iterator[list[Proc]]:
     procs = [start_simulator() for _ in range(3)]
     yield procs
     for proc in procs:
         proc.stop()
+
+
+@pytest.fixture
+def sims(_sim_processes: list[Proc]) -> list[Proc]:
+    """Three simulator backends, shared by every routing test: each test
+    compares their counters before and after, so it starts only once no
+    earlier test's request is still running on them."""
+    for sim in _sim_processes:
+        wait_for(lambda sim=sim: sim_stats(sim)["in_flight"] == 0, timeout=15)
+    return _sim_processes
 
 
 def sim_stats(sim: Proc) -> dict:
@@ -119,7 +129,7 @@ def fleet_for(people):
     return make
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def still_web(django_db_setup, django_db_blocker) -> Iterator[Web]:
     """``web`` whose rate limiter's clock stands still, for tests that count
     requests and tokens against a per-minute limit and must not see the
