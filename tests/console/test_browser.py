@@ -243,6 +243,13 @@ def _style(page, selector: str, prop: str) -> str:
     return page.eval_on_selector(selector, f"e => getComputedStyle(e).getPropertyValue({prop!r})")
 
 
+def _assert_badges_readable(page) -> None:
+    for status in ("s2xx", "s4xx", "s5xx"):
+        badge = f"table.usage .badge.{status}"
+        ratio = _contrast(_style(page, badge, "color"), _style(page, badge, "background-color"))
+        assert ratio >= 4.5, (status, ratio)
+
+
 def test_a_dark_desktop_gets_the_dark_palette(page, api_server, provision):
     tenant = provision("acme", "http://127.0.0.1:9/v1", model="acme-model")
     _busy_log(tenant)
@@ -251,15 +258,13 @@ def test_a_dark_desktop_gets_the_dark_palette(page, api_server, provision):
 
     page.goto(console + "usage/")
     assert _style(page, "body", "background-color") == "rgb(245, 246, 248)"
+    _assert_badges_readable(page)
 
     page.emulate_media(color_scheme="dark")
     page.goto(console + "usage/")
     assert _style(page, "body", "background-color") == "rgb(15, 20, 32)"
     assert _style(page, ".card", "background-color") == "rgb(23, 29, 43)"
-    for status in ("s2xx", "s4xx", "s5xx"):
-        badge = f"table.usage .badge.{status}"
-        ratio = _contrast(_style(page, badge, "color"), _style(page, badge, "background-color"))
-        assert ratio >= 4.5, (status, ratio)
+    _assert_badges_readable(page)
     page.screenshot(path=str(ARTIFACTS / "console-usage-dark.png"), full_page=True)
 
     page.goto(console)
