@@ -15,8 +15,6 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
-
 DOCUMENT = SchemaGenerator().get_schema(request=None, public=True)
 schema = schemathesis.openapi.from_dict(DOCUMENT)
 
@@ -67,6 +65,8 @@ def fuzz_target(api_server, provision, simulator):
     return api_server.url + "/api/v1/admin", {"authorization": f"Bearer {raw}"}
 
 
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
 @schema.parametrize()
 @settings(
     max_examples=6,

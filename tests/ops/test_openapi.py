@@ -22,11 +22,13 @@ from responses_api.gateway.openapi import openapi_schema
 from responses_api.gateway.routes import ROUTES
 from responses_api.protocol.body import CreateResponse
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
-
+# Built at import: schemathesis makes a test per operation from it. (Its
+# lazy loader, which would defer this to the run, needs pytest < 9.)
 schema = schemathesis.openapi.from_dict(openapi_schema())
 
 
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("prefix", ["/api/v1", "/v1"])
 def test_openapi_json_is_served_without_authentication(api_server, prefix):
     response = httpx.get(api_server.url + prefix + "/openapi.json", timeout=10)
@@ -45,6 +47,8 @@ def test_the_document_is_valid_openapi_3_1():
     assert errors == []
 
 
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
 def test_the_request_schema_is_the_validating_model(api_server):
     document = httpx.get(api_server.url + "/api/v1/openapi.json", timeout=10).json()
     request = document["components"]["schemas"]["CreateResponse"]
@@ -57,6 +61,8 @@ def test_the_request_schema_is_the_validating_model(api_server):
     }
 
 
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
 def test_docs_page_renders_from_vendored_files(api_server):
     page = httpx.get(api_server.url + "/api/v1/docs", timeout=10)
     assert page.status_code == 200
@@ -78,6 +84,8 @@ def fuzz_target(api_server, provision, simulator):
     return api_server.url + "/api/v1", {"authorization": f"Bearer {acme.key}"}
 
 
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
 @schema.parametrize()
 @settings(
     max_examples=40,
