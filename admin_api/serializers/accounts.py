@@ -21,6 +21,7 @@ from admin_api.serializers.base import (
 from admin_api.serializers.spend import (
     BUDGET_HELP,
     TOKENS_HELP,
+    BudgetWarningField,
     MonthlyBudgetField,
     MonthlyTokensField,
     SpendSerializer,
@@ -47,6 +48,7 @@ class OrganisationSerializer(StrictSerializer):
     default_concurrency = _limit()
     monthly_budget = MonthlyBudgetField(help_text=BUDGET_HELP + " Counts all its keys' spend.")
     monthly_tokens = MonthlyTokensField(help_text=TOKENS_HELP + " Counts all its keys' tokens.")
+    budget_warning_percent = BudgetWarningField()
     spend = serializers.SerializerMethodField()
     created_at = serializers.DateTimeField(read_only=True)
 

@@ -29,6 +29,10 @@ BUDGET_HELP = (
     "requests are refused (429 insufficient_quota) until the month ends. Null: no budget."
 )
 TOKENS_HELP = "Input + output tokens per calendar month (UTC). Null: no quota."
+WARNING_HELP = (
+    "Past this share of a monthly limit (the organisation's or a key's), in percent, "
+    "responses carry the notice budget_near_limit."
+)
 
 
 def amount_text(value: Decimal) -> str:
@@ -86,17 +90,32 @@ class MonthlyBudgetFieldSchema(OpenApiSerializerFieldExtension):
         return text
 
 
-class MonthlyTokensField(serializers.IntegerField):
+class SpendCountField(serializers.IntegerField):
+    """A whole number of the spend settings, checked as the console checks it."""
+
+    def to_internal_value(self, data: Any) -> int:
+        value = _spend_check(str(self.field_name), data)
+        assert isinstance(value, int)
+        return value
+
+
+class MonthlyTokensField(SpendCountField):
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("help_text", TOKENS_HELP)
         super().__init__(
             min_value=1, max_value=TOKENS_MAX, allow_null=True, required=False, **kwargs
         )
 
-    def to_internal_value(self, data: Any) -> int:
-        value = _spend_check(str(self.field_name), data)
-        assert isinstance(value, int)
-        return value
+
+class BudgetWarningField(SpendCountField):
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", WARNING_HELP)
+        super().__init__(min_value=1, max_value=100, required=False, **kwargs)
+
+    def validate_empty_values(self, data: Any) -> tuple[bool, Any]:
+        if data is None:  # the threshold cannot be removed: the check says what it takes
+            _spend_check(str(self.field_name), data)
+        return super().validate_empty_values(data)
 
 
 class SpendSerializer(serializers.Serializer):

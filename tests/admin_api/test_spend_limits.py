@@ -70,6 +70,17 @@ def test_setting_a_limit_to_what_it_is_writes_no_audit_entry(api, crew):
     assert AuditEntry.objects.count() == count
 
 
+def test_the_warning_threshold_is_set_but_never_removed(api, crew):
+    answer = api().patch(f"{ADMIN}/organisation", {"budget_warning_percent": 90}, "json")
+    assert answer.json()["budget_warning_percent"] == 90
+    assert Organisation.objects.get(slug="acme").budget_warning_percent == 90
+    for value in (None, 0, 101, "90"):
+        refused = api().patch(f"{ADMIN}/organisation", {"budget_warning_percent": value}, "json")
+        expected = console_message("budget_warning_percent", value)
+        assert error_of(refused)["message"] == f"Invalid 'budget_warning_percent': {expected}"
+    assert Organisation.objects.get(slug="acme").budget_warning_percent == 90
+
+
 def test_the_organisation_shows_the_months_spend(api, estates):
     usage_row(estates["acme"].key.organisation, api_key=estates["acme"].key, cost=Decimal("0.75"))
     spend = api().get(f"{ADMIN}/organisation").json()["spend"]
@@ -230,7 +241,11 @@ LIMITED = {
     "organisations": [
         {
             "slug": "initech",
-            "settings": {"monthly_budget": 500, "monthly_tokens": 50_000_000},
+            "settings": {
+                "monthly_budget": 500,
+                "monthly_tokens": 50_000_000,
+                "budget_warning_percent": 90,
+            },
             "keys": [
                 {"name": "ci", "monthly_budget": 12.5},
                 {"name": "batch", "monthly_tokens": 2_000_000},
@@ -252,6 +267,7 @@ def test_apply_sets_spend_limits_and_a_second_run_changes_nothing(tmp_path):
     apply(tmp_path, LIMITED)
     initech = Organisation.objects.get(slug="initech")
     assert (initech.monthly_budget, initech.monthly_tokens) == (Decimal(500), 50_000_000)
+    assert initech.budget_warning_percent == 90
     ci = ApiKey.objects.get(name="ci")
     assert (ci.monthly_budget, ci.monthly_tokens) == (Decimal("12.5"), None)
     assert ApiKey.objects.get(name="batch").monthly_tokens == 2_000_000
