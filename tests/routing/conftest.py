@@ -8,11 +8,12 @@ embedded default is one process) ``web`` is a single daphne.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import random
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import httpx
@@ -32,6 +33,13 @@ needs_redis = pytest.mark.skipif(
     not redis_configured(),
     reason="cross-process behaviour needs REDIS_URL (and PostgreSQL); CI sets them",
 )
+
+
+def started(count: int, start: Callable[[], Proc]) -> list[Proc]:
+    """``count`` processes, started side by side: each takes seconds to come
+    up, mostly waiting on its imports."""
+    with concurrent.futures.ThreadPoolExecutor(count) as pool:
+        return list(pool.map(lambda _: start(), range(count)))
 
 
 @dataclass
@@ -54,7 +62,7 @@ def web(django_db_setup, django_db_blocker) -> Iterator[Web]:
         SWITCHYARD_CONNECT_TIMEOUT="2",
     )
     count = 2 if redis_configured() else 1
-    servers = [start_daphne(env) for _ in range(count)]
+    servers = started(count, lambda: start_daphne(env))
     yield Web(servers)
     for server in servers:
         server.stop()
@@ -62,7 +70,7 @@ def web(django_db_setup, django_db_blocker) -> Iterator[Web]:
 
 @pytest.fixture(scope="session")
 def _sim_processes() -> Iterator[list[Proc]]:
-    procs = [start_simulator() for _ in range(3)]
+    procs = started(3, start_simulator)
     yield procs
     for proc in procs:
         proc.stop()
@@ -146,7 +154,7 @@ def still_web(django_db_setup, django_db_blocker) -> Iterator[Web]:
     window = int(time.time() // 60) - random.randrange(1_000, 1_000_000)
     env = server_env(SWITCHYARD_TEST_RATE_LIMIT_NOW=str(window * 60 + 1))
     count = 2 if redis_configured() else 1
-    servers = [start_daphne(env) for _ in range(count)]
+    servers = started(count, lambda: start_daphne(env))
     yield Web(servers)
     for server in servers:
         server.stop()
