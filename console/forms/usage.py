@@ -21,6 +21,27 @@ def clean_request_id(value: str) -> str:
         raise forms.ValidationError("A request id is a UUID.") from exc
 
 
+# The fewest first characters of a request id the usage log searches by.
+PREFIX_LENGTH = 8
+_HEX = frozenset("0123456789abcdef")
+
+
+def clean_request_id_or_prefix(value: str) -> str:
+    """A request id filter that also takes the start of an id, as a log line
+    or a message often carries it: a whole UUID in its canonical form, or
+    its first hex digits (dashes dropped, at least ``PREFIX_LENGTH``)."""
+    value = value.strip()
+    try:
+        return clean_request_id(value)
+    except forms.ValidationError:
+        digits = value.replace("-", "").lower()
+        if len(digits) < PREFIX_LENGTH or len(digits) >= 32 or not set(digits) <= _HEX:
+            raise forms.ValidationError(
+                f"A request id is a UUID. Its first {PREFIX_LENGTH} characters or more find it too."
+            ) from None
+        return digits
+
+
 STATUS_CHOICES = [
     ("", "Any status"),
     ("200", "200 OK"),
@@ -47,7 +68,9 @@ RANGES = {
 
 class UsageFilterForm(forms.Form):
     request_id = forms.CharField(
-        required=False, label="Request id", widget=forms.TextInput(attrs={"placeholder": "uuid"})
+        required=False,
+        label="Request id",
+        widget=forms.TextInput(attrs={"placeholder": "uuid, or its first 8 characters"}),
     )
     status = forms.ChoiceField(required=False, choices=STATUS_CHOICES)
     model = forms.ChoiceField(required=False)
@@ -77,4 +100,4 @@ class UsageFilterForm(forms.Form):
         )
 
     def clean_request_id(self) -> str:
-        return clean_request_id(self.cleaned_data.get("request_id", ""))
+        return clean_request_id_or_prefix(self.cleaned_data.get("request_id", ""))

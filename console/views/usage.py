@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlencode
 
+from django.core.exceptions import ValidationError
 from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 
 from accounts.access import api_keys_for_member, membership_of
-from console.forms.usage import UsageFilterForm
+from console.forms.usage import UsageFilterForm, clean_request_id_or_prefix
 from console.usage import pieces_async, usage_csv_lines, usage_filter, usage_page
 from console.views.base import ConsoleRequest, is_htmx, query_without_page
 from responses_api.access.objects import (
@@ -38,11 +41,32 @@ def _filter_form(request: HttpRequest, membership) -> UsageFilterForm:
     )
 
 
+def _by_request_id(usage, wanted: str):
+    """A whole id is one row; the first digits of one (what a log line or a
+    colleague's message often carries) are the range of ids that begin with
+    them, read from the same unique index."""
+    if len(wanted) == 36:
+        return usage.filter(request_id=wanted)
+    low, high = (uuid.UUID(wanted.ljust(32, pad)) for pad in "0f")
+    return usage.filter(request_id__gte=low, request_id__lte=high)
+
+
+def _is_prefix(raw: str) -> bool:
+    try:
+        return bool(clean_request_id_or_prefix(raw))
+    except ValidationError:
+        return False
+
+
 def _filtered(request: HttpRequest, membership):
     form = _filter_form(request, membership)
     usage = usage_for_member(membership=membership)
     if form.is_bound and form.is_valid():
-        usage = usage_filter(usage, form.cleaned_data)
+        data = dict(form.cleaned_data)
+        wanted = data.pop("request_id", "")
+        usage = usage_filter(usage, data)
+        if wanted:
+            usage = _by_request_id(usage, wanted)
     elif form.is_bound:
         usage = usage.none()
     return form, usage
@@ -81,6 +105,9 @@ def trace_search(request: ConsoleRequest) -> HttpResponse:
     try:
         request_id = uuid.UUID(raw)
     except ValueError:
+        if console.membership is not None and _is_prefix(raw):
+            # The start of an id may match several requests: the log lists them.
+            return redirect(f"{reverse('console:usage')}?{urlencode({'request_id': raw})}")
         return render(
             request,
             "console/trace_missing.html",

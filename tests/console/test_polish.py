@@ -191,6 +191,47 @@ def lookalikes(crew):
     return ids
 
 
+def test_usage_search_takes_a_prefix_of_eight_characters(as_user, lookalikes):
+    response = as_user("bob").get(reverse("console:usage"), {"request_id": "0BADC0DE"})
+    assert _ids(response) == {lookalikes["acme1"], lookalikes["acme2"]}
+
+
+def test_usage_search_prefix_may_run_past_a_dash(as_user, lookalikes):
+    response = as_user("bob").get(reverse("console:usage"), {"request_id": "0badc0de-0000-4000-8"})
+    assert _ids(response) == {lookalikes["acme1"], lookalikes["acme2"]}
+
+
+def test_usage_search_prefix_stays_in_the_organisation(as_user, lookalikes):
+    response = as_user("charlie").get(reverse("console:usage"), {"request_id": "0badc0de"})
+    assert _ids(response) == {lookalikes["globex"]}
+    response = as_user("bob").get(reverse("console:usage"), {"request_id": "0badc0de-1111"})
+    assert _ids(response) == set()
+
+
+def test_usage_search_full_id_finds_exactly_that_request(as_user, lookalikes):
+    response = as_user("bob").get(reverse("console:usage"), {"request_id": lookalikes["acme1"]})
+    assert _ids(response) == {lookalikes["acme1"]}
+
+
+@pytest.mark.parametrize("typed", ["0badc0d", "0badc0dz", "not an id at all"])
+def test_usage_search_refuses_a_short_or_foreign_prefix(as_user, lookalikes, typed):
+    response = as_user("bob").get(reverse("console:usage"), {"request_id": typed})
+    assert _ids(response) == set()
+    assert response.context["form"].errors["request_id"]
+
+
+def test_the_search_box_sends_a_prefix_to_the_usage_log(as_user, lookalikes):
+    response = as_user("bob").get(reverse("console:trace_search"), {"q": " 0badc0de "})
+    assert response.status_code == 302
+    assert response.url == reverse("console:usage") + "?request_id=0badc0de"
+
+
+def test_the_search_box_still_refuses_what_is_no_id(as_user, lookalikes):
+    response = as_user("bob").get(reverse("console:trace_search"), {"q": "0badc0d"})
+    assert response.status_code == 404
+    assert "is not a request id" in response.content.decode()
+
+
 def test_usage_log_shows_each_requests_cost(as_user, lookalikes):
     body = as_user("bob").get(reverse("console:usage")).content.decode()
     assert '<th class="num">Cost</th>' in body
