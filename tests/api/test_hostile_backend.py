@@ -46,16 +46,17 @@ def _rows_settle(organisation, count: int):
 
 
 def _still_serving(client) -> None:
-    """Normal requests right after are answered, the fastest within 100 ms
-    (the fastest of two: one scheduling hiccup of a loaded 2-core machine
-    is no broken process, which would not answer at all)."""
+    """Normal requests right after are answered, the fastest within 500 ms
+    (the fastest of three: scheduling hiccups of a loaded 2-core machine are
+    no broken process, which would not answer at all, or only once a stuck
+    loop let go, seconds later)."""
     took = []
-    for _ in range(2):
+    for _ in range(3):
         started = time.perf_counter()
         answer = client.responses.create(model="sim-model", input="hello")
         took.append(time.perf_counter() - started)
         assert answer.output_text == "Hello world"
-    assert min(took) < 0.1, took
+    assert min(took) < 0.5, took
 
 
 @pytest.mark.parametrize("behaviour", MALFORMED)
