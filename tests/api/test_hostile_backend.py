@@ -47,11 +47,11 @@ def _rows_settle(organisation, count: int):
 
 def _still_serving(client) -> None:
     """Normal requests right after are answered, the fastest within 500 ms
-    (the fastest of three: scheduling hiccups of a loaded 2-core machine are
+    (the fastest of two: scheduling hiccups of a loaded 2-core machine are
     no broken process, which would not answer at all, or only once a stuck
     loop let go, seconds later)."""
     took = []
-    for _ in range(3):
+    for _ in range(2):
         started = time.perf_counter()
         answer = client.responses.create(model="sim-model", input="hello")
         took.append(time.perf_counter() - started)
