@@ -308,8 +308,12 @@ class UsageSink:
         assert self._wake is not None
         backoff = 0.0
         while True:
+            # asyncio.timeout, not wait_for: on Python 3.11, wait_for returns
+            # when the wake and a cancellation come in the same turn, and the
+            # task would outlive its loop's shutdown.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=5.0)
+                async with asyncio.timeout(5.0):
+                    await self._wake.wait()
             self._wake.clear()
             await asyncio.sleep(FLUSH_INTERVAL)
             try:
