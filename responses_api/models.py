@@ -148,6 +148,9 @@ class UsageLog(models.Model):
     note = models.CharField(max_length=200, blank=True, default="")
     notices = models.JSONField(default=list, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
+    # True when the backend never reported usage (the client left first) and
+    # input_tokens was counted from the request instead.
+    input_tokens_estimated = models.BooleanField(default=False)
     cached_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     reasoning_tokens = models.PositiveIntegerField(default=0)

@@ -294,6 +294,7 @@ class Exchange:
             "note": outcome.note,
             "notices": [n["code"] for n in self.notices],
             "input_tokens": input_tokens,
+            "input_tokens_estimated": False,
             "cached_tokens": cached,
             "output_tokens": output,
             "reasoning_tokens": reasoning,

@@ -47,6 +47,7 @@ USAGE_EXPORT_COLUMNS = (
     "thread_id",
     "client_request_id",
     "originator",
+    "input_tokens_estimated",
 )
 # The columns no export lists, each export naming the organisation and the
 # key in its own way; a check row is the platform's, not the tenant's.

@@ -37,6 +37,7 @@ def usage_row_dict(row: UsageLog) -> dict[str, Any]:
         "notices": row.notices,
         "tokens": {
             "input": row.input_tokens,
+            "input_estimated": row.input_tokens_estimated,
             "cached": row.cached_tokens,
             "output": row.output_tokens,
             "reasoning": row.reasoning_tokens,
