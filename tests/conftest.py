@@ -187,6 +187,24 @@ def simulator() -> Iterator[Proc]:
     proc.stop()
 
 
+@pytest.fixture
+def local_simulator():
+    """The simulator on a thread of this process (``tests.inprocess``), for
+    tests that call the API in-process; ``simulator`` is its own process."""
+    from tests import inprocess
+
+    return inprocess.simulator()
+
+
+@pytest.fixture
+def gateway():
+    """The API answering in this process (``tests.inprocess``)."""
+    from tests import inprocess
+
+    with inprocess.serving() as gateway:
+        yield gateway
+
+
 @pytest.fixture(scope="session")
 def api_server(django_db_setup, django_db_blocker) -> Iterator[Proc]:
     """A daphne process serving the project against the test database."""

@@ -13,21 +13,9 @@ import httpx
 import openai
 import pytest
 
-from tests import inprocess
 from tests.support import wait_until
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def simulator():
-    return inprocess.simulator()
-
-
-@pytest.fixture
-def gateway():
-    with inprocess.serving() as gateway:
-        yield gateway
 
 
 @pytest.fixture
@@ -45,9 +33,9 @@ def admin(gateway, people):
     client.close()
 
 
-def test_a_key_made_through_the_api_serves_responses_until_revoked(admin, gateway, simulator):
+def test_a_key_made_through_the_api_serves_responses_until_revoked(admin, gateway, local_simulator):
     client, _ = admin
-    backend = client.post("/backends", json={"name": "sim", "base_url": simulator.url})
+    backend = client.post("/backends", json={"name": "sim", "base_url": local_simulator.url})
     assert backend.status_code == 201, backend.text
     model = client.post(
         "/models",
@@ -123,8 +111,8 @@ def test_an_admin_key_is_a_401_on_the_inference_api(admin, gateway, path):
     assert response.json()["error"]["code"] == "invalid_api_key"
 
 
-def test_an_inference_key_is_a_401_on_the_management_api(gateway, provision, simulator):
-    acme = provision("acme", simulator.url)
+def test_an_inference_key_is_a_401_on_the_management_api(gateway, provision, local_simulator):
+    acme = provision("acme", local_simulator.url)
     response = gateway.http.get(
         "/api/v1/admin/organisation",
         headers={"Authorization": f"Bearer {acme.key}"},

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from openai import BadRequestError, OpenAI
 
-from tests import inprocess
 from tests.conftest import wait_rows
 from tests.sim import received
 
@@ -18,24 +17,13 @@ INCLUDE = ["reasoning.encrypted_content"]
 
 
 @pytest.fixture
-def simulator():
-    return inprocess.simulator()
+def acme(provision, local_simulator):
+    return provision("acme", local_simulator.url, dialect="vllm")
 
 
 @pytest.fixture
-def gateway():
-    with inprocess.serving() as gateway:
-        yield gateway
-
-
-@pytest.fixture
-def acme(provision, simulator):
-    return provision("acme", simulator.url, dialect="vllm")
-
-
-@pytest.fixture
-def globex(provision, simulator):
-    return provision("globex", simulator.url, dialect="vllm")
+def globex(provision, local_simulator):
+    return provision("globex", local_simulator.url, dialect="vllm")
 
 
 def sdk(gateway, tenant) -> OpenAI:
@@ -78,7 +66,7 @@ def altered(token: str) -> str:
 
 
 def test_a_sealed_reasoning_item_sent_back_alone_gives_the_backend_that_reasoning(
-    gateway, acme, simulator
+    gateway, acme, local_simulator
 ):
     client = sdk(gateway, acme)
     response = first_turn(client, "seal-marker-1")
@@ -90,7 +78,7 @@ def test_a_sealed_reasoning_item_sent_back_alone_gives_the_backend_that_reasonin
         model="sim-model", input=carried_back(reasoning, "seal-marker-2")
     )
     assert follow.status == "completed"
-    assistant = received(simulator, "seal-marker-2")["messages"][1]
+    assistant = received(local_simulator, "seal-marker-2")["messages"][1]
     assert assistant == {
         "role": "assistant",
         "content": "the answer",
@@ -99,7 +87,7 @@ def test_a_sealed_reasoning_item_sent_back_alone_gives_the_backend_that_reasonin
 
 
 def test_a_streamed_answer_seals_its_reasoning_in_the_item_done_and_the_final_response(
-    gateway, acme, simulator
+    gateway, acme, local_simulator
 ):
     client = sdk(gateway, acme)
     final, done = first_turn(client, "seal-marker-3", stream=True)
@@ -107,7 +95,7 @@ def test_a_streamed_answer_seals_its_reasoning_in_the_item_done_and_the_final_re
     assert done[0].type == "reasoning" and token.startswith("sy1.")
     assert final.output[0].encrypted_content == token
     client.responses.create(model="sim-model", input=carried_back(final.output[0], "seal-marker-4"))
-    assert received(simulator, "seal-marker-4")["messages"][1]["reasoning_content"] == THOUGHT
+    assert received(local_simulator, "seal-marker-4")["messages"][1]["reasoning_content"] == THOUGHT
 
 
 def test_without_include_reasoning_stays_plaintext(gateway, acme):

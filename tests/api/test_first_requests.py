@@ -7,26 +7,14 @@ import httpx
 import pytest
 from openai import APIStatusError
 
-from tests import inprocess
 from tests.conftest import usage_rows, wait_rows
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def simulator():
-    return inprocess.simulator()
-
-
-@pytest.fixture
-def gateway():
-    with inprocess.serving() as gateway:
-        yield gateway
-
-
-@pytest.fixture
-def acme(provision, simulator):
-    return provision("acme", simulator.url)
+def acme(provision, local_simulator):
+    return provision("acme", local_simulator.url)
 
 
 @pytest.fixture
@@ -194,9 +182,9 @@ def test_wrong_method_and_unknown_route(gateway, acme):
     _assert_envelope(gateway.http.post("/v1/responses/compact", headers=auth, json={}), 404)
 
 
-def test_a_key_cannot_use_another_organisations_model(gateway, provision, simulator):
-    acme = provision("acme", simulator.url)
-    globex = provision("globex", simulator.url, model="globex-only")
+def test_a_key_cannot_use_another_organisations_model(gateway, provision, local_simulator):
+    acme = provision("acme", local_simulator.url)
+    globex = provision("globex", local_simulator.url, model="globex-only")
     client = gateway.openai(acme.key)
     with pytest.raises(APIStatusError) as error:
         client.responses.create(model="globex-only", input="hi")
@@ -206,8 +194,8 @@ def test_a_key_cannot_use_another_organisations_model(gateway, provision, simula
     assert usage_rows(organisation=globex.organisation) == []
 
 
-def test_a_key_limited_to_other_models_gets_403(gateway, provision, simulator):
-    acme = provision("acme", simulator.url, allowed_models=["other-model"])
+def test_a_key_limited_to_other_models_gets_403(gateway, provision, local_simulator):
+    acme = provision("acme", local_simulator.url, allowed_models=["other-model"])
     client = gateway.openai(acme.key)
     with pytest.raises(APIStatusError) as error:
         client.responses.create(model="sim-model", input="hi")
@@ -215,7 +203,7 @@ def test_a_key_limited_to_other_models_gets_403(gateway, provision, simulator):
     assert error.value.body["code"] == "model_not_allowed"
 
 
-def test_a_key_from_the_provisioning_commands_works(gateway, simulator):
+def test_a_key_from_the_provisioning_commands_works(gateway, local_simulator):
     from io import StringIO
 
     from django.core.management import call_command
@@ -226,7 +214,7 @@ def test_a_key_from_the_provisioning_commands_works(gateway, simulator):
         return out.getvalue()
 
     run("create_org", "ops", "--name", "Ops")
-    run("add_backend", "--org", "ops", "--name", "gpu1", "--url", simulator.url)
+    run("add_backend", "--org", "ops", "--name", "gpu1", "--url", local_simulator.url)
     run(
         "add_model",
         "ops-model",

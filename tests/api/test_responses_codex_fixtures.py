@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from tests import inprocess
 from tests.conftest import wait_rows
 
 pytestmark = pytest.mark.django_db
@@ -18,19 +17,8 @@ HEADER_NAMES = ("session-id", "thread-id", "x-client-request-id", "originator", 
 
 
 @pytest.fixture
-def simulator():
-    return inprocess.simulator()
-
-
-@pytest.fixture
-def gateway():
-    with inprocess.serving() as gateway:
-        yield gateway
-
-
-@pytest.fixture
-def acme(provision, simulator):
-    return provision("acme", simulator.url)
+def acme(provision, local_simulator):
+    return provision("acme", local_simulator.url)
 
 
 def replay(gateway, key: str, name: str, prompt: str | None = None) -> list[dict]:

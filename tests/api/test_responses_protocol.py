@@ -11,7 +11,6 @@ import json
 import pytest
 from openai import BadRequestError
 
-from tests import inprocess
 from tests.conftest import wait_rows
 from tests.grammar import check_stream
 from tests.sim import received
@@ -33,19 +32,8 @@ PARALLEL = (
 
 
 @pytest.fixture
-def simulator():
-    return inprocess.simulator()
-
-
-@pytest.fixture
-def gateway():
-    with inprocess.serving() as gateway:
-        yield gateway
-
-
-@pytest.fixture
-def acme(provision, simulator):
-    return provision("acme", simulator.url, dialect="vllm")
+def acme(provision, local_simulator):
+    return provision("acme", local_simulator.url, dialect="vllm")
 
 
 @pytest.fixture
@@ -96,7 +84,7 @@ def test_interleaved_parallel_calls_stream_one_item_after_another(gateway, acme,
         ]
 
 
-def test_allowed_tools_reach_the_backend_alone_with_the_mode(client, simulator):
+def test_allowed_tools_reach_the_backend_alone_with_the_mode(client, local_simulator):
     choice = {
         "type": "allowed_tools",
         "mode": "required",
@@ -111,12 +99,12 @@ def test_allowed_tools_reach_the_backend_alone_with_the_mode(client, simulator):
     (call,) = response.output
     assert call.name == "get_time"
     assert response.tool_choice.model_dump() == choice
-    sent = received(simulator, "allowed-marker-1")
+    sent = received(local_simulator, "allowed-marker-1")
     assert [tool["function"]["name"] for tool in sent["tools"]] == ["get_time"]
     assert sent["tool_choice"] == "required"
 
 
-def test_a_tool_the_client_did_not_allow_is_never_offered(client, simulator):
+def test_a_tool_the_client_did_not_allow_is_never_offered(client, local_simulator):
     choice = {
         "type": "allowed_tools",
         "mode": "auto",
@@ -130,7 +118,7 @@ def test_a_tool_the_client_did_not_allow_is_never_offered(client, simulator):
         tool_choice=choice,
     )
     assert [item.type for item in response.output] == ["message"]
-    sent = received(simulator, "allowed-marker-2")
+    sent = received(local_simulator, "allowed-marker-2")
     assert [tool["function"]["name"] for tool in sent["tools"]] == ["apply_patch"]
     assert sent["tool_choice"] == "auto"
 

@@ -13,21 +13,14 @@ import pytest
 from django.test import override_settings
 from pydantic import BaseModel
 
-from tests import inprocess
 from tests.conftest import wait_rows
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def gateway():
-    with inprocess.serving() as gateway:
-        yield gateway
-
-
-@pytest.fixture
-def acme(provision):
-    return provision("acme", inprocess.simulator().url, dialect="vllm")
+def acme(provision, local_simulator):
+    return provision("acme", local_simulator.url, dialect="vllm")
 
 
 @pytest.fixture
@@ -370,8 +363,8 @@ def test_client_metadata_reaches_no_log(client):
 
 
 @override_settings(SWITCHYARD_KEEPALIVE_SECONDS=0.2)
-def test_in_progress_repeats_while_the_backend_is_silent(gateway, provision):
-    tenant = provision("acme", inprocess.simulator().url)
+def test_in_progress_repeats_while_the_backend_is_silent(gateway, provision, local_simulator):
+    tenant = provision("acme", local_simulator.url)
     client = gateway.openai(tenant.key)
     stream = client.responses.create(
         model="sim-model", input="[[delay:1200]] [[tokens:2]]", stream=True

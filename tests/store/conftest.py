@@ -15,24 +15,12 @@ import pytest
 from openai import OpenAI
 
 from accounts.services.organisations import organisation_ensure, organisation_settings_update
-from tests import inprocess
 from tests.store.recorder import Recorder
 
 
 @pytest.fixture
-def simulator() -> inprocess.SimulatorThread:
-    return inprocess.simulator()
-
-
-@pytest.fixture
-def gateway() -> Iterator[inprocess.Gateway]:
-    with inprocess.serving() as gateway:
-        yield gateway
-
-
-@pytest.fixture
-def recorder(simulator) -> Iterator[Recorder]:
-    rec = Recorder(simulator.url)
+def recorder(local_simulator) -> Iterator[Recorder]:
+    rec = Recorder(local_simulator.url)
     yield rec
     rec.stop()
 
