@@ -369,3 +369,31 @@ class UsageDeadLetter(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+
+
+class Conversation(models.Model):
+    """A conversation (``conv_…``) of a ``store`` organisation: its metadata
+    sealed in ``data``; it and its items go at ``expires_at``, the TTL after
+    its last use."""
+
+    id = models.CharField(primary_key=True, max_length=64)
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="+")
+    data = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(db_index=True)
+
+
+class ConversationItem(models.Model):
+    """One sealed item of a conversation; the row id is its position."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="items", db_index=False
+    )
+    item_id = models.CharField(max_length=128)
+    data = models.TextField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["conversation", "id"], name="conv_item_order"),
+            models.Index(fields=["conversation", "item_id"], name="conv_item_id"),
+        ]
