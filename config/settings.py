@@ -167,10 +167,18 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = secret("REDIS_URL") or ""
 
 if REDIS_URL:
+    # One URL, any of redis://, rediss://, unix:// and redis+sentinel://, in
+    # the spelling each client expects (responses_api/runtime/redis_urls.py).
+    from responses_api.runtime.redis_urls import cache_options, celery_broker
+
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": cache_options(REDIS_URL),
+        }
     }
-    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_broker(REDIS_URL)
     CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -27,7 +27,7 @@ def enabled() -> bool:
 
 def async_client() -> Any:
     """The asyncio Redis client of the running loop (``REDIS_URL`` must be set)."""
-    import redis.asyncio
+    from responses_api.runtime import redis_urls
 
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
@@ -35,10 +35,7 @@ def async_client() -> Any:
         # A blocking pool: a thousand streams ending together wait for a
         # connection instead of failing (the default pool raises "Too many
         # connections" past its limit, and the request would lose its row).
-        pool = redis.asyncio.BlockingConnectionPool.from_url(
-            settings.REDIS_URL, max_connections=100, timeout=30
-        )
-        client = redis.asyncio.Redis(connection_pool=pool)
+        client = redis_urls.async_client(settings.REDIS_URL, max_connections=100, timeout=30)
         _clients[loop] = client
     return client
 
@@ -236,10 +233,10 @@ def released(releases: Sequence[Release]) -> None:
             done()
 
 
-def sync_client() -> Any:
-    import redis
+def sync_client(**options: Any) -> Any:
+    from responses_api.runtime import redis_urls
 
-    return redis.Redis.from_url(settings.REDIS_URL)
+    return redis_urls.sync_client(settings.REDIS_URL, **options)
 
 
 class LeaseKeeper:

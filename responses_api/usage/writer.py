@@ -246,9 +246,9 @@ def drain_redis(
 
 
 def redis_client():
-    import redis
+    from responses_api.runtime.redis_conn import sync_client
 
-    return redis.Redis.from_url(settings.REDIS_URL)
+    return sync_client()
 
 
 class UsageSink:

@@ -1,0 +1,195 @@
+"""Real servers a test can break: a Redis server of its own (with a Unix
+socket and, on demand, a Sentinel watching it), and a TCP proxy whose line
+can be cut and restored, to stage a dependency's outage without mocking the
+client that suffers it."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.conftest import _log_path, free_port, wait_for
+
+PASSWORD = "redis-test-password"
+
+
+@dataclass
+class RedisServer:
+    port: int
+    socket_path: Path
+    process: subprocess.Popen
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://:{PASSWORD}@127.0.0.1:{self.port}/{db}"
+
+
+def redis_binary() -> str:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    return binary
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def redis_server(directory: Path) -> Iterator[RedisServer]:
+    """A password-protected, non-persistent redis-server on a free port and a socket."""
+    port = free_port()
+    sock = directory / "redis.sock"
+    log = _log_path("redis")
+    process = subprocess.Popen(
+        [
+            redis_binary(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--unixsocket",
+            str(sock),
+            "--unixsocketperm",
+            "700",
+            "--requirepass",
+            PASSWORD,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(directory),
+        ],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    server = RedisServer(port, sock, process)
+    try:
+        client = redis.Redis.from_url(server.url(), socket_timeout=1)
+        wait_for(lambda: _answers(client, process), timeout=20)
+        yield server
+    finally:
+        _stop(process)
+
+
+def _answers(client: redis.Redis, process: subprocess.Popen) -> bool:
+    if process.poll() is not None:
+        raise RuntimeError(f"redis-server exited with {process.returncode}")
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+
+
+@contextmanager
+def sentinel(directory: Path, master: RedisServer, service: str = "mymaster") -> Iterator[int]:
+    """``redis-server --sentinel`` watching ``master`` as ``service``; yields its port."""
+    port = free_port()
+    conf = directory / "sentinel.conf"
+    conf.write_text(
+        f"port {port}\nbind 127.0.0.1\ndir {directory}\n"
+        f"sentinel monitor {service} 127.0.0.1 {master.port} 1\n"
+        f"sentinel auth-pass {service} {PASSWORD}\n"
+    )
+    log = _log_path("sentinel")
+    process = subprocess.Popen(
+        [redis_binary(), str(conf), "--sentinel"], stdout=log.open("w"), stderr=subprocess.STDOUT
+    )
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+
+        def knows_master() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"sentinel exited with {process.returncode}: {log.read_text()}")
+            try:
+                return client.sentinel_get_master_addr_by_name(service) is not None
+            except redis.RedisError:
+                return False
+
+        wait_for(knows_master, timeout=20)
+        yield port
+    finally:
+        _stop(process)
+
+
+class TcpProxy:
+    """Forwards a local port to ``target``. :meth:`cut` drops every open
+    connection and turns new ones away (they are closed at once), as a
+    dependency that went away would; :meth:`restore` lets them through again."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.up = True
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self) -> None:
+        with self._lock:
+            self.up = False
+            for sock in self._open:
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self._open.clear()
+
+    def restore(self) -> None:
+        with self._lock:
+            self.up = True
+
+    def close(self) -> None:
+        self._closed = True
+        self.cut()
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                if not self.up:
+                    client.close()
+                    continue
+                try:
+                    upstream = socket.create_connection(self.target, timeout=5)
+                except OSError:
+                    client.close()
+                    continue
+                upstream.settimeout(None)
+                self._open.update((client, upstream))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+            with self._lock:
+                self._open.discard(source)
+            source.close()
