@@ -337,6 +337,10 @@ SWITCHYARD_QUEUE_TIMEOUT = env.float("SWITCHYARD_QUEUE_TIMEOUT", default=30.0)
 # After SIGTERM a web process refuses new work and lets in-flight exchanges
 # finish for this long; those still running are then ended (response.failed).
 SWITCHYARD_SHUTDOWN_GRACE_SECONDS = env.float("SWITCHYARD_SHUTDOWN_GRACE_SECONDS", default=30.0)
+# /readyz stays 200 (status "degraded") while the database or Redis has been
+# failing for less than this: a blip then takes no pod out of the load
+# balancer; a longer outage does (503). /healthz ignores both.
+SWITCHYARD_READY_GRACE_SECONDS = env.float("SWITCHYARD_READY_GRACE_SECONDS", default=30.0)
 # With Redis, web processes also write the usage rows they queue; false
 # leaves that to the Celery ``drain_usage`` task alone.
 SWITCHYARD_USAGE_DRAIN_IN_WEB = env.bool("SWITCHYARD_USAGE_DRAIN_IN_WEB", default=True)

@@ -1,6 +1,8 @@
 """Operational endpoints and the front page (the API itself is in consumers.py)."""
 
 import hmac
+import time
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -12,31 +14,84 @@ def healthz(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"status": "ok"})
 
 
+class Outages:
+    """When each dependency's current outage began, in this process.
+
+    A probe that fails for less than ``SWITCHYARD_READY_GRACE_SECONDS``
+    leaves the process ready: a Redis failover or a database restart
+    reaches every pod at the same moment, and taking them all out of the
+    load balancer together would turn a blip that the requests ride out
+    (or fail one by one) into a full outage. Past the window the process
+    cannot do its job, and says so."""
+
+    def __init__(self) -> None:
+        self.since: dict[str, float] = {}
+
+    def failing_for(self, name: str, now: float) -> float:
+        return now - self.since.setdefault(name, now)
+
+    def recovered(self, name: str) -> None:
+        self.since.pop(name, None)
+
+
+outages = Outages()
+_redis_probes: dict[str, Any] = {}
+
+
+def _probe_database() -> None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception:
+        # A broken connection is not reused by the next probe.
+        connection.close()
+        raise
+
+
+def _probe_redis() -> None:
+    from responses_api.runtime.redis_conn import sync_client
+
+    client = _redis_probes.get(settings.REDIS_URL)
+    if client is None:
+        client = sync_client(socket_timeout=2, socket_connect_timeout=2)
+        _redis_probes[settings.REDIS_URL] = client
+    client.ping()
+
+
 def readyz(request: HttpRequest) -> HttpResponse:
+    """200 ``ok``; 200 ``degraded`` naming the dependencies failing for less
+    than the grace window; 503 once one has failed for longer, or at once
+    when the process drains."""
     from responses_api.gateway.draining import drain
 
     if drain.draining:
         # SIGTERM received: take no new work while the open streams finish.
         return JsonResponse({"status": "draining", "checks": {}}, status=503)
-    checks: dict[str, str] = {}
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        checks["database"] = "ok"
-    except Exception as exc:
-        checks["database"] = f"error: {type(exc).__name__}"
+    probes = [("database", _probe_database)]
     if settings.REDIS_URL:
+        probes.append(("redis", _probe_redis))
+    grace = settings.SWITCHYARD_READY_GRACE_SECONDS
+    checks: dict[str, str] = {}
+    degraded: dict[str, float] = {}
+    down = False
+    for name, probe in probes:
         try:
-            import redis
-
-            redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).ping()
-            checks["redis"] = "ok"
+            probe()
         except Exception as exc:
-            checks["redis"] = f"error: {type(exc).__name__}"
-    ok = all(v == "ok" for v in checks.values())
-    return JsonResponse(
-        {"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503
-    )
+            checks[name] = f"error: {type(exc).__name__}"
+            failing = outages.failing_for(name, time.monotonic())
+            degraded[name] = round(failing, 1)
+            down = down or failing >= grace
+            continue
+        checks[name] = "ok"
+        outages.recovered(name)
+    body: dict[str, Any] = {"status": "ok", "checks": checks}
+    if degraded:
+        body["status"] = "unavailable" if down else "degraded"
+        body["degraded"] = sorted(degraded)
+        body["failing_seconds"] = degraded
+        body["grace_seconds"] = grace
+    return JsonResponse(body, status=503 if down else 200)
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
