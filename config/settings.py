@@ -7,6 +7,7 @@ friends; each secret may also be given as ``NAME_FILE`` pointing at a mounted
 file.
 """
 
+import os
 import warnings
 from pathlib import Path
 
@@ -160,7 +161,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["OPTIONS"]["init_command"] = (
         "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
     )
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
+    # A file (the live tests' server processes open it too), one per test
+    # run: two runs in one checkout would otherwise create and drop each
+    # other's database.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / f".test-db-{os.getpid()}.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
