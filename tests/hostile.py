@@ -95,12 +95,20 @@ class HostileBackend:
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         self._loop.run_until_complete(self._serve())
+        # What still hangs (a handler asked to hang for good) ends here.
+        pending = asyncio.all_tasks(self._loop)
+        for task in pending:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self._loop.close()
 
     async def _serve(self) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
-        runner = web.AppRunner(app, access_log=None)
+        # Handlers that hang for good are cancelled at once when it stops,
+        # not waited for (aiohttp's default grace is a minute).
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", self.port).start()
         self._stop = asyncio.Event()
