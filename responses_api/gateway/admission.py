@@ -1,19 +1,33 @@
 """Admitting a request under its caller's limits: rate limits
-(``ratelimit``) and monthly spend limits (``spend``), in one step.
+(``ratelimit``) and monthly spend limits (``spend``, ``holds``), in one step.
 
 With Redis both are one round trip: the rate limits' Lua script and the
-spend counters' ``MGET`` go in the same pipeline. A caller with neither
-kind of limit costs nothing. A spend limit already reached wins over a rate
-limit (it will not clear in a minute); a rate admission already counted is
-then given back.
+spend reservation's go in the same pipeline. A caller with neither kind of
+limit costs nothing. A spend limit already reached wins over a rate limit
+(it will not clear in a minute); a rate admission already counted is then
+given back. A spend hold taken for a request the rate limits refuse is
+given back by that request's usage row, like any other.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+import dataclasses
+import uuid
+from typing import TYPE_CHECKING, Any
 
+import orjson
+
+from responses_api.protocol.errors import ApiError
 from responses_api.runtime import redis_conn
+from responses_api.usage.holds import (
+    MISSING,
+    REFUSED,
+    reserve,
+    reserve_call,
+    reserve_local,
+    reserve_result,
+)
 from responses_api.usage.ratelimit import (
     Admission,
     admit_result,
@@ -24,60 +38,104 @@ from responses_api.usage.ratelimit import (
     limits_settle,
 )
 from responses_api.usage.spend import (
-    read_command,
-    read_result,
-    spend_counts,
-    spend_local,
+    SpendPlan,
     spend_outcome,
     spend_plan,
+    spend_rebuild,
+    worst_case,
 )
 
 if TYPE_CHECKING:
     from responses_api.gateway.exchange import Exchange
+    from responses_api.translate.request import ChatDraft
+
+# The output a request reserves under a budget when neither it nor its model
+# limits the output (README, "Spend limits").
+UNLIMITED_OUTPUT_RESERVE = 4096
 
 
-async def admit(*, exchange: Exchange, estimate: int) -> Admission | None:
+def prompt_tokens(draft: ChatDraft) -> int:
+    """About how many tokens the translated prompt is: four characters of
+    its JSON (messages and tools) per token, the estimate the model limits
+    already use (``translate.request``)."""
+    body = draft.body
+    size = len(orjson.dumps(body.get("messages") or ()))
+    if body.get("tools"):
+        size += len(orjson.dumps(body["tools"]))
+    return max(size // 4, 1)
+
+
+async def admit(*, exchange: Exchange, estimate: int, draft: ChatDraft) -> Admission | None:
     """Count the request against its caller's limits, or raise the 429.
 
     Returns the rate-limit admission to settle when the request ends (None
     without rate limits). The exchange records what it was admitted under:
-    its usage row settles the month's spend counters, and its responses
-    carry the rate-limit headers."""
+    its usage row settles the spend it held, and its responses carry the
+    rate-limit headers."""
     caller = exchange.caller
     assert caller is not None
+    exchange.translated(prompt_tokens(draft))
     rate = limits_plan(caller=caller, estimate=estimate)
     spend = spend_plan(caller=caller, created_at=exchange.timing.created_at)
     if rate is None and spend is None:
         return None
+    if spend is not None:
+        spend = _reserving(spend, exchange, draft.max_output_tokens)
     verdict: tuple[int, str] | None = None
     used: list = []
-    counts: list[int | None] = []
-    if redis_conn.enabled() and spend is None:
-        assert rate is not None
-        verdict, used = admit_result(rate, await redis_conn.run_call(admit_script(rate)))
-    elif redis_conn.enabled():
+    reply: list[Any] = []
+    if redis_conn.enabled():
         scripts = [admit_script(rate)] if rate is not None else []
-        commands = [read_command(spend)] if spend is not None else []
-        script_results, command_results = await redis_conn.run_batch(commands, scripts)
-        if rate is not None:
-            verdict, used = admit_result(rate, script_results[0])
         if spend is not None:
-            counts = read_result(command_results[0])
+            scripts.append(reserve_call(spend))
+        results, _ = await redis_conn.run_batch((), scripts)
+        if rate is not None:
+            verdict, used = admit_result(rate, results[0])
+        reply = results[-1]
     else:
         if rate is not None:
             verdict, used = limits_local(rate)
         if spend is not None:
-            counts = spend_local(spend)
+            reply = reserve_local(spend)
     if spend is not None:
         try:
-            notices = spend_outcome(spend, await spend_counts(spend, counts))
+            await _spend_verdict(exchange, spend, reply)
         except BaseException:
             if rate is not None and verdict is None:
                 given_back = limits_outcome(rate, None, used)
                 await asyncio.shield(limits_settle(admission=given_back, tokens=0))
             raise
-        for code, message in notices:
-            exchange.notice(code, message)
     admission = limits_outcome(rate, verdict, used) if rate is not None else None
-    exchange.admitted(spend=spend, limit_headers=admission.headers if admission else ())
+    exchange.admitted(limit_headers=admission.headers if admission else ())
     return admission
+
+
+def _reserving(spend: SpendPlan, exchange: Exchange, max_output: int | None) -> SpendPlan:
+    """The plan with the request's worst case to hold: its prompt and its
+    output limit at the model's prices."""
+    entry = exchange.model_entry
+    output = max_output if max_output is not None else UNLIMITED_OUTPUT_RESERVE
+    units, tokens = (
+        worst_case(entry.cost, input_tokens=exchange.prompt_tokens, output_tokens=output)
+        if entry is not None
+        else (0, exchange.prompt_tokens + output)
+    )
+    return dataclasses.replace(spend, hold_id=uuid.uuid4().hex, units=units, tokens=tokens)
+
+
+async def _spend_verdict(exchange: Exchange, spend: SpendPlan, reply: list[Any]) -> None:
+    """Raise the spend limits' 429, or record the hold (its row gives it
+    back) and the notices."""
+    status, counts = reserve_result(spend, reply)
+    rebuilds = 0
+    while status == MISSING:
+        if rebuilds == 3:
+            # Counters gone again as soon as rebuilt: Redis is being flushed.
+            raise ApiError(503, "Spend limits cannot be checked now; retry.", code="unavailable")
+        rebuilds += 1
+        await spend_rebuild(spend)
+        status, counts = reserve_result(spend, await reserve(spend))
+    if status != REFUSED:
+        exchange.reserved(spend)
+    for code, message in spend_outcome(spend, counts):
+        exchange.notice(code, message)

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from responses_api.gateway.client import CLIENT_ID_LENGTH, NO_CLIENT, Client
 from responses_api.runtime import redis_conn
 from responses_api.runtime.metrics import request_observe
-from responses_api.usage.spend import spend_settle
+from responses_api.usage.holds import spend_settle
 from responses_api.usage.writer import sink
 
 if TYPE_CHECKING:
@@ -45,46 +46,7 @@ def new_request_id() -> str:
     return str(uuid.uuid4())
 
 
-# What a client says of the conversation a request belongs to, kept on its
-# row at most this long (Codex sends UUIDs).
-CLIENT_ID_LENGTH = 128
 ZERO = Decimal(0)
-
-
-def _client_value(headers: dict[bytes, bytes], name: bytes) -> str:
-    value = headers.get(name)
-    return value.decode("latin-1").strip()[:CLIENT_ID_LENGTH] if value else ""
-
-
-# Client and Outcome are built on every request: named tuples build three
-# times as fast as frozen dataclasses.
-class Client(NamedTuple):
-    """Who sent the request, as it says: its address, its user agent, and
-    its session, thread and request ids and name (Codex's ``session-id``,
-    ``thread-id``, ``x-client-request-id`` and ``originator`` headers)."""
-
-    ip: str | None = None
-    user_agent: str = ""
-    session_id: str = ""
-    thread_id: str = ""
-    request_id: str = ""
-    originator: str = ""
-
-    @classmethod
-    def from_headers(cls, headers: dict[bytes, bytes], ip: str | None) -> Client:
-        """Each value bounded; ``session-id`` else ``x-session-id`` names the session."""
-        return cls(
-            ip=ip,
-            user_agent=headers.get(b"user-agent", b"").decode("latin-1")[:300],
-            session_id=_client_value(headers, b"session-id")
-            or _client_value(headers, b"x-session-id"),
-            thread_id=_client_value(headers, b"thread-id"),
-            request_id=_client_value(headers, b"x-client-request-id"),
-            originator=_client_value(headers, b"originator"),
-        )
-
-
-NO_CLIENT = Client()
 
 
 @dataclass(slots=True)
@@ -98,6 +60,7 @@ class Timing:
     ttft_ms: float | None = None
 
 
+# Built on every request: a named tuple, like Client.
 class Outcome(NamedTuple):
     """How the request ended: its status, and the error and note its row
     keeps (nothing but a status for a success)."""
@@ -132,11 +95,14 @@ class Exchange:
     backend: BackendEntry | None = None
     attempts: int = 0
     tokens: tuple[int, int, int, int] = (0, 0, 0, 0)  # input, cached, output, reasoning
+    # About how many tokens the translated prompt is (``admission.prompt_tokens``).
+    prompt_tokens: int = 0
     outcome: Outcome = UNENDED
     notices: list[dict[str, str]] = field(default_factory=list)
     # x-ratelimit-* headers for every response of a rate-limited caller.
     limit_headers: Sequence[tuple[bytes, bytes]] = ()
-    # The monthly spend limits the request was admitted under, if any.
+    # The monthly spend limits the request was admitted under, if any, and
+    # what it holds under them until its row settles.
     spend: SpendPlan | None = None
     # Set by draining when the process's shutdown deadline ends this
     # exchange: its cancellation then ends it as a 503, not a 499.
@@ -166,12 +132,19 @@ class Exchange:
         """The catalogue entry that prices the request."""
         self.model_entry = model
 
-    def admitted(
-        self, *, spend: SpendPlan | None, limit_headers: Sequence[tuple[bytes, bytes]]
-    ) -> None:
-        """Admitted under the caller's limits: the spend limits its row
-        settles, the rate-limit headers every response carries."""
+    def translated(self, prompt_tokens: int) -> None:
+        """The request was translated for the backends: the estimate of its
+        prompt's tokens, which its spend hold and, when the backend never
+        reports them, its row count."""
+        self.prompt_tokens = prompt_tokens
+
+    def reserved(self, spend: SpendPlan) -> None:
+        """Its spend hold was taken: the row gives it back, whatever the ending."""
         self.spend = spend
+
+    def admitted(self, *, limit_headers: Sequence[tuple[bytes, bytes]]) -> None:
+        """Admitted under the caller's limits: the rate-limit headers every
+        response carries."""
         self.limit_headers = limit_headers
 
     def notice(self, code: str, message: str) -> None:
@@ -229,6 +202,15 @@ class Exchange:
     def input_tokens(self) -> int:
         return self.tokens[0]
 
+    def counted(self) -> tuple[tuple[int, int, int, int], bool]:
+        """The tokens the row counts, and whether its input is estimated: a
+        request the client cancelled before the backend reported usage
+        counts its prompt's estimate (the backend had read the prompt)."""
+        tokens = self.tokens
+        if tokens[0] or not self.prompt_tokens or self.outcome.status != 499:
+            return tokens, False
+        return (self.prompt_tokens, *tokens[1:]), True
+
     @property
     def output_tokens(self) -> int:
         return self.tokens[2]
@@ -238,7 +220,7 @@ class Exchange:
         entry = self.model_entry
         if entry is None:
             return ZERO
-        input_tokens, cached, output, _ = self.tokens
+        (input_tokens, cached, output, _), _ = self.counted()
         return entry.cost(input_tokens, cached, output)
 
     def duration_ms(self) -> float:
@@ -275,7 +257,7 @@ class Exchange:
         caller = self.caller
         assert caller is not None
         duration = self.duration_ms()
-        input_tokens, cached, output, reasoning = self.tokens
+        (input_tokens, cached, output, reasoning), estimated = self.counted()
         backend, timing, outcome, client = self.backend, self.timing, self.outcome, self.client
         return {
             "request_id": self.request_id,
@@ -294,7 +276,7 @@ class Exchange:
             "note": outcome.note,
             "notices": [n["code"] for n in self.notices],
             "input_tokens": input_tokens,
-            "input_tokens_estimated": False,
+            "input_tokens_estimated": estimated,
             "cached_tokens": cached,
             "output_tokens": output,
             "reasoning_tokens": reasoning,
@@ -338,8 +320,8 @@ class Exchange:
             return
         self.submitted = True
         row = self.row()
-        # The month's spend counters take the row's cost and tokens in the
-        # round trip that hands the row over.
+        # The month's spend counters take the row's cost and tokens, and
+        # give its hold back, in the round trip that hands the row over.
         settle = spend_settle(self.spend, row) if self.spend is not None else []
         releases = self.releases
         if releases is not None:

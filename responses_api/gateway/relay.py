@@ -80,7 +80,7 @@ async def create_response(call: Call) -> Reply | None:
     draft = prepare_chat(request, limits=model.limits, seal=reasoning_seal(caller.organisation_id))
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
-    admission = await admit(exchange=exchange, estimate=estimate_tokens(call.body))
+    admission = await admit(exchange=exchange, estimate=estimate_tokens(call.body), draft=draft)
     try:
         first = model.routes[0]
         # The plan for the first route gives the echoed settings; a stream

@@ -2,22 +2,27 @@
 
 Each limit is optional: a budget in the currency of the model prices and a
 quota of tokens (input + output), per calendar month in UTC. A request is
-refused (429 ``insufficient_quota``) when what was spent before it started
-has reached a limit; past ``budget_warning_percent`` of a limit, responses
-carry the notice ``budget_near_limit``.
+refused (429 ``insufficient_quota``) when what was spent before it started,
+with what the requests still in progress hold, has reached a limit; past
+``budget_warning_percent`` of a limit, responses carry the notice
+``budget_near_limit``.
 
 What was spent lives in counters, one for the cost (in units of 10⁻⁸, the
 usage row's precision, so sums are exact integers) and one for the tokens,
 per scope and month: in Redis when ``REDIS_URL`` is set (every web process
 reads the same ones), else in this process's memory (the embedded default
-runs one process). Every usage row adds its cost and tokens when it is
-submitted, in the round trip that hands the row over
-(:func:`spend_settle`). A counter that does not exist (a new month, a Redis
-that lost it, a restarted process) is rebuilt from the month's usage rows
+runs one process). A counter that does not exist (a new month, a Redis that
+lost it, a restarted process) is rebuilt from the month's usage rows
 (:func:`responses_api.usage.monthly.month_spent`); increments skip a missing
 counter, so a rebuild never starts from a partial count. A row submitted
 but not yet written when a counter is rebuilt (at most a fraction of a
 second of traffic) is the one thing a rebuild can miss.
+
+Admission reserves the request's worst case (``responses_api.usage.holds``)
+in the same atomic step as the check, so requests admitted together, in any
+number of web processes, cannot all see the same room under a limit; the
+usage row settles the reservation to what the request really cost
+(:func:`spend_settle`), in the round trip that hands the row over.
 
 A caller with no spend limit costs nothing here.
 """
@@ -55,19 +60,32 @@ class SpendScope:
     budget: Decimal | None
     tokens: int | None
 
+    def base(self, month: str) -> str:
+        return f"sy:spend:{self.kind}:{self.id}:{month}"
+
     def counter_keys(self, month: str) -> tuple[str, str]:
-        base = f"sy:spend:{self.kind}:{self.id}:{month}"
+        base = self.base(month)
         return base + ":c", base + ":t"
+
+    def limits(self) -> tuple[int, int]:
+        """The budget in counter units and the quota; -1 for none."""
+        budget = -1 if self.budget is None else int(self.budget * COST_UNITS)
+        return budget, -1 if self.tokens is None else self.tokens
 
 
 @dataclass(frozen=True, slots=True)
 class SpendPlan:
-    """The spend limits one request is admitted under, in its month."""
+    """The spend limits one request is admitted under, in its month, and
+    what it reserves under them until its row settles: its worst-case cost
+    (in counter units) and tokens."""
 
     organisation_id: int
     start: datetime  # the month's first instant
     scopes: tuple[SpendScope, ...]
     warning_percent: int
+    hold_id: str = ""
+    units: int = 0
+    tokens: int = 0
 
     @property
     def month(self) -> str:
@@ -76,8 +94,14 @@ class SpendPlan:
     def keys(self) -> list[str]:
         return [key for scope in self.scopes for key in scope.counter_keys(self.month)]
 
+    def expires(self) -> int:
+        """When Redis drops the month's counters (a Unix time)."""
+        return int(next_month(self.start).timestamp()) + KEEP_AFTER_MONTH
 
-def spend_plan(*, caller: Caller, created_at: float) -> SpendPlan | None:
+
+def spend_plan(
+    *, caller: Caller, created_at: float, hold_id: str = "", units: int = 0, tokens: int = 0
+) -> SpendPlan | None:
     """None when neither the key nor its organisation has a spend limit."""
     scopes = []
     if caller.monthly_budget is not None or caller.monthly_tokens is not None:
@@ -95,14 +119,25 @@ def spend_plan(*, caller: Caller, created_at: float) -> SpendPlan | None:
     if not scopes:
         return None
     start = month_start(created_at)
-    return SpendPlan(caller.organisation_id, start, tuple(scopes), caller.budget_warning_percent)
+    return SpendPlan(
+        caller.organisation_id,
+        start,
+        tuple(scopes),
+        caller.budget_warning_percent,
+        hold_id,
+        units,
+        tokens,
+    )
 
 
-# --- counters ------------------------------------------------------------------
+def worst_case(price: Any, *, input_tokens: int, output_tokens: int) -> tuple[int, int]:
+    """What a request may cost at most (counter units, rounded up) and the
+    tokens it may use, priced by ``price`` (a model's ``cost``)."""
+    cost = price(input_tokens, 0, output_tokens)
+    return -int(-cost * COST_UNITS // 1), input_tokens + output_tokens
 
 
-def _number(value: Any) -> int | None:
-    return None if value is None else int(value)
+# --- rebuilding counters from the rows -----------------------------------------
 
 
 class _Local:
@@ -129,71 +164,35 @@ class _Local:
                 self.counters[key] += amount
 
 
-_local = _Local()
+local_counters = _Local()
 
 
-def spend_local(plan: SpendPlan) -> list[int | None]:
-    return _local.read(plan.keys())
-
-
-def read_command(plan: SpendPlan) -> tuple[Any, ...]:
-    """The counters' read, to send in the admission's round trip."""
-    return ("MGET", *plan.keys())
-
-
-def read_result(values: list[Any]) -> list[int | None]:
-    return [_number(v) for v in values]
-
-
-async def spend_counts(plan: SpendPlan, values: list[int | None]) -> list[int]:
-    """The counters' values, rebuilding those that are missing from the
-    usage rows. A rebuild creates a counter only if nobody did meanwhile,
-    then reads what is there."""
-    if None not in values:
-        return values  # type: ignore[return-value]
-    missing = {}
+async def spend_rebuild(plan: SpendPlan) -> None:
+    """Create the plan's missing counters from the usage rows. A counter
+    is created only if nobody did meanwhile."""
     keys = plan.keys()
+    if redis_conn.enabled():
+        _, (present,) = await redis_conn.run_batch([("MGET", *keys)])
+    else:
+        present = local_counters.read(keys)
+    missing = {}
     for i, scope in enumerate(plan.scopes):
-        cost_key, tokens_key = keys[2 * i], keys[2 * i + 1]
-        if values[2 * i] is None or values[2 * i + 1] is None:
+        if present[2 * i] is None or present[2 * i + 1] is None:
             key_id = scope.id if scope.kind == "key" else None
             cost, tokens = await sync_to_async(month_spent)(
                 plan.organisation_id, key_id, month=plan.start
             )
-            missing[cost_key] = int(cost * COST_UNITS)
-            missing[tokens_key] = tokens
+            missing[keys[2 * i]] = int(cost * COST_UNITS)
+            missing[keys[2 * i + 1]] = tokens
+    if not missing:
+        return
     if not redis_conn.enabled():
-        _local.create(missing)
-        return [v if v is not None else 0 for v in _local.read(keys)]
-    expires = int(next_month(plan.start).timestamp()) + KEEP_AFTER_MONTH
-    commands = [("SET", key, value, "NX", "EXAT", expires) for key, value in missing.items()]
-    _, results = await redis_conn.run_batch([*commands, read_command(plan)])
-    return [v if v is not None else 0 for v in read_result(results[-1])]
-
-
-# An increment skips a counter that does not exist: it is rebuilt from the
-# rows (which hold this increment's row too) when next read.
-_ADD = """
-for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('INCRBY', KEYS[i], ARGV[i]) end
-end
-return 0
-"""
-
-
-def spend_settle(plan: SpendPlan, row: dict[str, Any]) -> list[redis_conn.ScriptCall]:
-    """Add a usage row's cost and tokens to its month's counters: applied at
-    once without Redis; with Redis, the script to send with the row."""
-    units = int(Decimal(row.get("cost") or 0) * COST_UNITS)
-    tokens = int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
-    if not units and not tokens:
-        return []
-    keys = plan.keys()
-    amounts = [units, tokens] * len(plan.scopes)
-    if not redis_conn.enabled():
-        _local.add(dict(zip(keys, amounts, strict=True)))
-        return []
-    return [redis_conn.ScriptCall(_ADD, keys, amounts)]
+        local_counters.create(missing)
+        return
+    expires = plan.expires()
+    await redis_conn.run_batch(
+        [("SET", key, value, "NX", "EXAT", expires) for key, value in missing.items()]
+    )
 
 
 # --- verdict -------------------------------------------------------------------
@@ -211,24 +210,32 @@ def _amount(units: int) -> str:
 
 def spend_outcome(plan: SpendPlan, counts: list[int]) -> list[tuple[str, str]]:
     """Raise the 429 of the first limit already reached (the key's before the
-    organisation's, a budget before a quota); else the notices to add."""
+    organisation's, a budget before a quota); else the notices to add.
+
+    ``counts`` holds, per scope, the cost and tokens spent, then the cost
+    and tokens held by requests in progress. A limit is reached when the
+    two together reach it; the notice speaks of what was spent."""
     resets = f"{next_month(plan.start):%Y-%m-%d}"
     nearest: tuple[float, str] | None = None
     for i, scope in enumerate(plan.scopes):
-        units, tokens = counts[2 * i], counts[2 * i + 1]
+        units, tokens, held_units, held_tokens = counts[4 * i : 4 * i + 4]
         name = _NAMES[scope.kind]
         limits = []
         if scope.budget is not None:
             limit = int(scope.budget * COST_UNITS)
-            limits.append((units, limit, "budget", f"{_amount(units)} of {_amount(limit)}"))
+            held = f"; {_amount(held_units)} held by requests in progress" if held_units else ""
+            figures = f"{_amount(units)} of {_amount(limit)}"
+            limits.append((units, held_units, limit, "budget", figures, held))
         if scope.tokens is not None:
             figures = f"{tokens} of {scope.tokens} tokens"
-            limits.append((tokens, scope.tokens, "token quota", figures))
-        for used, limit, what, figures in limits:
-            if used >= limit:
+            held = f"; {held_tokens} held by requests in progress" if held_tokens else ""
+            limits.append((tokens, held_tokens, scope.tokens, "token quota", figures, held))
+        for used, held_amount, limit, what, figures, held in limits:
+            if used + held_amount >= limit:
                 raise over_limit(
                     f"This {name} has reached its monthly {what} ({figures} used this "
-                    f"month, UTC). It resets on {resets}; an admin can raise it in the console."
+                    f"month, UTC{held}). It resets on {resets}; an admin can raise it in "
+                    "the console."
                 )
             share = 100 * used / limit
             if share >= plan.warning_percent and (nearest is None or share > nearest[0]):
