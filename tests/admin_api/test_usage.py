@@ -148,7 +148,7 @@ def test_csv_and_jsonl_stream_the_same_filtered_rows(api, rows):
 # streamed export keeps (about 0.65 MB of fixed cost, and some 1.2 kB of
 # Python objects per row of the chunk) twice over; the export's rows held at
 # once would take some 50 MB, and its whole text is more than the bound.
-ROWS = 40_000
+ROWS = 25_000
 CHUNK = 100
 
 
