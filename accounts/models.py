@@ -188,6 +188,9 @@ class AuditEntry(models.Model):
         API = "api", "REST API"
         # A management command: whoever runs it has shell access, not a login.
         CLI = "cli", "Command line"
+        # Single sign-on: memberships granted by the identity provider's
+        # mapping, as the person signs in.
+        SSO = "oidc", "Single sign-on"
 
     # Null: a platform-wide change, such as a shared backend.
     organisation = models.ForeignKey(

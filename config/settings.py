@@ -15,6 +15,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from config.settings_checks import fernet_refusals, production_refusals
+from config.settings_sso import sign_in
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -227,6 +228,8 @@ elif _hashers != "default":
 LOGIN_URL = "/console/login/"
 LOGIN_REDIRECT_URL = "/console/"
 LOGOUT_REDIRECT_URL = "/console/login/"
+# Console sign-in: single sign-on (None when off), passwords (config/settings_sso.py).
+SWITCHYARD_SSO, SWITCHYARD_PASSWORD_LOGIN, AUTHENTICATION_BACKENDS = sign_in(env, secret)
 
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = "UTC"

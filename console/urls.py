@@ -1,7 +1,6 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from console.forms.signin import LoginForm
 from console.views import (
     admin_keys,
     backends,
@@ -11,6 +10,7 @@ from console.views import (
     keys,
     organisation,
     sessions,
+    signin,
     support,
     usage,
 )
@@ -19,13 +19,10 @@ from console.views.base import member_view, signed_in_view
 app_name = "console"
 
 urlpatterns = [
-    path(
-        "login/",
-        auth_views.LoginView.as_view(
-            template_name="console/login.html", authentication_form=LoginForm
-        ),
-        name="login",
-    ),
+    path("login/", signin.SignInView.as_view(), name="login"),
+    # Single sign-on: the provider's redirect URL is oidc/callback/.
+    path("oidc/start/", signin.SsoStartView.as_view(), name="oidc_start"),
+    path("oidc/callback/", signin.SsoCallbackView.as_view(), name="oidc_callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path(
         "account/password/",

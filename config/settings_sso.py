@@ -1,0 +1,82 @@
+"""The console's sign-in settings: single sign-on with OpenID Connect and
+whether passwords are still accepted (README, "Single sign-on").
+
+Read by ``config/settings.py``; kept apart so that the one place that turns
+``SWITCHYARD_OIDC_*`` into a configuration, refusing what cannot work, reads
+top to bottom.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from accounts.oidc_rules import SsoConfig, rules_parse
+
+# Discovery document field -> the variable that may set it explicitly.
+ENDPOINTS = {
+    "authorization_endpoint": "SWITCHYARD_OIDC_AUTHORIZATION_ENDPOINT",
+    "token_endpoint": "SWITCHYARD_OIDC_TOKEN_ENDPOINT",
+    "userinfo_endpoint": "SWITCHYARD_OIDC_USERINFO_ENDPOINT",
+    "jwks_uri": "SWITCHYARD_OIDC_JWKS_URI",
+}
+
+PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
+SSO_BACKEND = "accounts.oidc.OidcBackend"
+
+
+def sign_in(
+    env: environ.Env, secret: Callable[[str], str | None]
+) -> tuple[SsoConfig | None, bool, list[str]]:
+    """``SWITCHYARD_SSO``, ``SWITCHYARD_PASSWORD_LOGIN`` and Django's
+    ``AUTHENTICATION_BACKENDS``."""
+    sso = sso_config(env=env, secret=secret)
+    password_login = env.bool("SWITCHYARD_PASSWORD_LOGIN", default=True)
+    return sso, password_login, sign_in_backends(sso=sso, password_login=password_login)
+
+
+def sso_config(*, env: environ.Env, secret: Callable[[str], str | None]) -> SsoConfig | None:
+    """Single sign-on, or None (off) unless a client id and an issuer (or
+    every endpoint) are set."""
+    issuer = env.str("SWITCHYARD_OIDC_ISSUER", default="").strip().rstrip("/")
+    client_id = env.str("SWITCHYARD_OIDC_CLIENT_ID", default="").strip()
+    endpoints = {field: env.str(name, default="").strip() for field, name in ENDPOINTS.items()}
+    if not client_id or not (issuer or all(endpoints.values())):
+        return None
+    return SsoConfig(
+        issuer=issuer,
+        client_id=client_id,
+        client_secret=secret("SWITCHYARD_OIDC_CLIENT_SECRET") or "",
+        scopes=env.str("SWITCHYARD_OIDC_SCOPES", default="openid email profile"),
+        sign_algo=env.str("SWITCHYARD_OIDC_SIGN_ALGO", default="RS256"),
+        provider_name=env.str("SWITCHYARD_OIDC_PROVIDER_NAME", default="single sign-on"),
+        endpoints=endpoints,
+        domain_rules=rules_parse(
+            env.str("SWITCHYARD_OIDC_DOMAINS", default=""),
+            variable="SWITCHYARD_OIDC_DOMAINS",
+            lowercase_keys=True,
+        ),
+        group_rules=rules_parse(
+            env.str("SWITCHYARD_OIDC_GROUPS", default=""), variable="SWITCHYARD_OIDC_GROUPS"
+        ),
+        groups_claim=env.str("SWITCHYARD_OIDC_GROUPS_CLAIM", default="groups"),
+        create_users=env.bool("SWITCHYARD_OIDC_CREATE_USERS", default=True),
+        require_verified_email=env.bool("SWITCHYARD_OIDC_REQUIRE_VERIFIED_EMAIL", default=True),
+        timeout=env.float("SWITCHYARD_OIDC_TIMEOUT", default=10.0),
+    )
+
+
+def sign_in_backends(*, sso: SsoConfig | None, password_login: bool) -> list[str]:
+    """Django's authentication backends: without the password one, no form
+    anywhere (console or /admin/) accepts a password."""
+    if not password_login and sso is None:
+        raise ImproperlyConfigured(
+            "SWITCHYARD_PASSWORD_LOGIN=false leaves no way to sign in: configure single "
+            "sign-on (SWITCHYARD_OIDC_ISSUER and SWITCHYARD_OIDC_CLIENT_ID) or unset it."
+        )
+    backends = [PASSWORD_BACKEND] if password_login else []
+    if sso is not None:
+        backends.append(SSO_BACKEND)
+    return backends
