@@ -304,6 +304,42 @@ def _session(policy: AddressPolicy) -> aiohttp.ClientSession:
 _clients: dict[tuple[int, str, str, AddressPolicy], Upstream] = {}
 
 
+async def post_json(
+    base_url: str,
+    path: str,
+    body: dict[str, Any],
+    *,
+    api_key: str,
+    within: float,
+    policy: AddressPolicy | None = None,
+) -> tuple[int, Any]:
+    """``POST base_url + path`` with a JSON body, for a backend's utility
+    endpoints (its tokenizer): status and decoded JSON (None when the body is
+    not JSON or longer than ``PROBE_BODY_LIMIT``). A session of its own, made
+    like the chat calls' sessions, under the same address policy."""
+    policy = policy or backend_policy(allow_private=False)
+    url = URL(base_url.rstrip("/") + path)
+    if refusal := literal_refusal(url.raw_host, policy):
+        raise BackendAddressRefused(refusal)
+    async with _session(policy) as session:
+        try:
+            async with session.post(
+                url,
+                data=orjson.dumps(body),
+                headers=_headers(api_key),
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=within),
+            ) as response:
+                content = await _read_bounded(response, PROBE_BODY_LIMIT + 1)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise _error(exc) from exc
+    try:
+        data = orjson.loads(content) if content and len(content) <= PROBE_BODY_LIMIT else None
+    except orjson.JSONDecodeError:
+        data = None
+    return response.status, data
+
+
 def get_client(base_url: str, api_key: str, *, allow_private: bool = False) -> Upstream:
     """The backend's pool on the running loop (a process normally has one
     loop; tests may have several). ``allow_private`` is the backend's own

@@ -20,6 +20,7 @@ from typing import Any
 
 from responses_api.gateway.routes import PREFIXES, ROUTES, Operation, Schema
 from responses_api.protocol.body import REFUSAL_MESSAGES, CreateResponse
+from responses_api.protocol.compact import CompactRequest, CountRequest
 from responses_api.protocol.errors import ERROR_SCHEMA
 
 REF = "#/components/schemas/{model}"
@@ -244,6 +245,58 @@ def _request_schemas() -> dict[str, Any]:
     return {"CreateResponse": schema, **definitions}
 
 
+COMPACTION_ITEM = {
+    "type": "object",
+    "required": ["id", "type", "encrypted_content"],
+    "properties": {
+        "id": {"type": "string"},
+        "type": {"const": "compaction"},
+        "encrypted_content": {
+            "type": "string",
+            "description": "The summary, sealed for this organisation and model (`sy1.…`).",
+        },
+    },
+}
+COMPACTED_RESPONSE = {
+    "type": "object",
+    "required": ["id", "object", "created_at", "output", "usage"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "response.compaction"},
+        "created_at": {"type": "integer"},
+        "output": {
+            "type": "array",
+            "description": "The conversation's user messages, then one compaction item.",
+            "items": {"anyOf": [{"type": "object"}, _ref("CompactionItem")]},
+        },
+        "usage": _ref("Usage"),
+        "switchyard": _ref("SwitchyardExtras"),
+    },
+}
+INPUT_TOKENS = {
+    "type": "object",
+    "required": ["object", "input_tokens"],
+    "properties": {
+        "object": {"const": "response.input_tokens"},
+        "input_tokens": {"type": "integer"},
+    },
+}
+
+
+def _compaction_schemas() -> dict[str, Any]:
+    """The compaction and token-count bodies, from the models they validate with."""
+    schemas: dict[str, Any] = {
+        "CompactionItem": COMPACTION_ITEM,
+        "CompactedResponse": COMPACTED_RESPONSE,
+        "InputTokens": INPUT_TOKENS,
+    }
+    for name, model in (("CompactResponse", CompactRequest), ("CountInputTokens", CountRequest)):
+        schema = copy.deepcopy(model.model_json_schema(ref_template=REF))
+        schemas.update(schema.pop("$defs", {}))
+        schemas[name] = schema
+    return schemas
+
+
 @cache
 def openapi_schema() -> dict[str, Any]:
     return {
@@ -271,6 +324,7 @@ def openapi_schema() -> dict[str, Any]:
             },
             "schemas": {
                 **_request_schemas(),
+                **_compaction_schemas(),
                 "Response": RESPONSE,
                 "Usage": USAGE,
                 "SwitchyardExtras": SWITCHYARD_EXTRAS,

@@ -40,6 +40,7 @@ from responses_api.protocol.errors import (
 from responses_api.store import continuation
 from responses_api.store.responses import Stored
 from responses_api.store.seal import reasoning_seal
+from responses_api.translate import compaction
 from responses_api.translate.items import new_id
 from responses_api.translate.request import ChatPlan, prepare_chat
 from responses_api.translate.response import echo_settings
@@ -77,6 +78,10 @@ async def create_response(call: Call) -> Reply | None:
             references=references,
             affinity=affinity or "",
         )
+    compacting = compaction.resolve(
+        request, seal=reasoning_seal(caller.organisation_id), model_id=model.public_id
+    )
+    request = compacting.request
     draft = prepare_chat(request, limits=model.limits, seal=reasoning_seal(caller.organisation_id))
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
@@ -91,7 +96,10 @@ async def create_response(call: Call) -> Reply | None:
             extra_body=first.backend.extra_body,
         )
         output = call.output = Output(
-            _translator(request, preview, store, response_id, quiet=not exchange.stream),
+            compacting.translator(
+                _translator(request, preview, store, response_id, quiet=not exchange.stream),
+                compacted=call.params.get(compaction.SHAPE) == compaction.COMPACTED,
+            ),
             preview,
             EventWriter() if exchange.stream else None,
         )

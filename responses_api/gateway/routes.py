@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from responses_api.gateway.call import Handler
+from responses_api.gateway.compaction import compact_response, count_input_tokens
 from responses_api.gateway.endpoints import (
     delete_response,
     list_input_items,
@@ -120,8 +121,41 @@ ROUTES: tuple[Route, ...] = (
             )
         },
     ),
-    Route("/responses/compact", {"*": REFUSED}),
-    Route("/responses/input_tokens", {"*": REFUSED}),
+    Route(
+        "/responses/compact",
+        {
+            "POST": Operation(
+                compact_response,
+                "compactResponse",
+                "Compact a conversation into its user messages and one compaction item",
+                "The backend summarises the conversation (`input`, after "
+                "`previous_response_id`'s chain) with the same model; the summary is "
+                "sealed in the compaction item's `encrypted_content`, for this "
+                "organisation and model. Send the output back as the next request's input.",
+                request="CompactResponse",
+                answer="The compacted conversation.",
+                content={"application/json": "CompactedResponse"},
+                errors=(400, 401, 403, 404, 413, 415, 429, 502, 503, 504),
+            )
+        },
+    ),
+    Route(
+        "/responses/input_tokens",
+        {
+            "POST": Operation(
+                count_input_tokens,
+                "countInputTokens",
+                "Count the input tokens of a response request",
+                "Counted by the model's backend where it has a tokenizer endpoint "
+                "(vLLM, llama.cpp), else estimated as a quarter of the chat request's "
+                "JSON bytes.",
+                request="CountInputTokens",
+                answer="The count.",
+                content={"application/json": "InputTokens"},
+                errors=(400, 401, 403, 404, 413, 415, 502, 503),
+            )
+        },
+    ),
     Route(
         "/responses/{response_id}",
         {

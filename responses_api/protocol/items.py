@@ -41,7 +41,6 @@ HOSTED_ITEM_TYPES = frozenset(
         "shell_call_output",
         "apply_patch_call",
         "apply_patch_call_output",
-        "compaction",
     }
 )
 
@@ -174,6 +173,21 @@ class ItemReference(Loose):
     id: StrictStr
 
 
+class CompactionItem(Loose):
+    """A conversation compacted by this server: its summary, sealed
+    (``translate.compaction``)."""
+
+    type: Literal["compaction"]
+    encrypted_content: StrictStr
+    id: StrictStr | None = None
+
+
+class CompactionTriggerItem(Loose):
+    """Asks for the conversation before it to be compacted; last in ``input``."""
+
+    type: Literal["compaction_trigger"]
+
+
 class HostedItem(Loose):
     """An item of a hosted tool (``web_search_call``, …): skipped with a notice."""
 
@@ -190,6 +204,8 @@ ITEM_TAGS = {
     "tool_search_output": "ToolSearchOutputItem",
     "reasoning": "ReasoningItem",
     "item_reference": "ItemReference",
+    "compaction": "CompactionItem",
+    "compaction_trigger": "CompactionTriggerItem",
     **dict.fromkeys(HOSTED_ITEM_TYPES, "HostedItem"),
 }
 
@@ -226,6 +242,8 @@ InputItem = Annotated[
     | Annotated[ToolSearchOutputItem, Tag("ToolSearchOutputItem")]
     | Annotated[ReasoningItem, Tag("ReasoningItem")]
     | Annotated[ItemReference, Tag("ItemReference")]
+    | Annotated[CompactionItem, Tag("CompactionItem")]
+    | Annotated[CompactionTriggerItem, Tag("CompactionTriggerItem")]
     | Annotated[HostedItem, Tag("HostedItem")]
     | Annotated[HostedItem, BeforeValidator(_refuse_item), Tag("Refused")],
     Discriminator(_item_tag),

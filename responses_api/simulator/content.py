@@ -174,3 +174,25 @@ def usage_of(prompt: int, cached: int, completion: int, reasoning: int) -> dict[
         "prompt_tokens_details": {"cached_tokens": cached},
         "completion_tokens_details": {"reasoning_tokens": reasoning},
     }
+
+
+DIRECTIVES = re.compile(r"\[\[[^\]]*\]\]")
+
+
+def summary_of(messages: list[dict[str, Any]], text_of: Any) -> str:
+    """What the simulator writes when asked to summarise (the compaction
+    prompt, ``translate.compaction.SUMMARY_PROMPT``): the user's requests,
+    without their directives (a summary carries no instruction to the
+    simulator), and what the tools answered."""
+    asked: list[str] = []
+    results: list[str] = []
+    for message in messages[:-1]:
+        text = " ".join(DIRECTIVES.sub(" ", text_of(message.get("content"))).split())
+        if message.get("role") == "user" and text:
+            asked.append(text[:200])
+        elif message.get("role") == "tool":
+            results.append(text[:120])
+    summary = "The user asked: " + ("; ".join(asked) or "nothing yet") + "."
+    if results:
+        summary += f" {len(results)} tool call(s) ran; the last returned: {results[-1]}."
+    return summary + " Next: answer the user's last request."

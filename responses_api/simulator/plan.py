@@ -21,9 +21,11 @@ from responses_api.simulator.content import (
     codex_calls,
     freeform_as_json,
     from_schema,
+    summary_of,
     thinking_on,
     words_of,
 )
+from responses_api.translate.compaction import SUMMARY_PROMPT
 
 WORDS = [
     "the",
@@ -105,6 +107,8 @@ def plan_of(request: dict[str, Any], *, breaks: frozenset[str]) -> dict[str, Any
     if last.get("role") == "tool":
         text = f"Tool result: {text_of(last.get('content'))}"
         words = words_of(text)
+    elif text_of(last.get("content")) == SUMMARY_PROMPT:
+        words = words_of(summary_of(messages, text_of))
     elif "text" in directives:
         words = words_of(directives["text"][0])
     elif response_format.get("type") == "json_schema":

@@ -41,6 +41,13 @@ REASONING_FIELD = {
     "ollama": "reasoning",
 }
 
+# The servers that count a chat request's tokens (``POST /v1/responses/input_tokens``,
+# compaction thresholds), at the root of their address: vLLM's ``/tokenize``
+# takes the chat request itself ("chat"); llama-server's takes text, so its
+# ``/apply-template`` renders the messages first ("template"). The others
+# have no tokenizer endpoint, and the input is estimated.
+TOKENIZE = {"vllm": "chat", "llamacpp": "template"}
+
 
 def apply_reasoning(
     body: dict[str, Any], dialect: str, *, effort: str | None, budget: int | None

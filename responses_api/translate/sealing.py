@@ -8,7 +8,9 @@ url-safe base64 of a 12-byte nonce and the AES-256-GCM ciphertext of the
 reasoning text. The key is derived with HKDF-SHA256 from the platform key and
 the organisation id, and the version prefix and organisation id are also the
 associated data: a token altered by one bit, or presented by another
-organisation, does not open.
+organisation, does not open. A token may also be bound to a *context*
+(compaction summaries are bound to their model): it is added to the
+associated data, so the token opens only in that context.
 
 Pure: no Django, no I/O. The platform key is given by the caller
 (``responses_api.store.seal``).
@@ -78,13 +80,16 @@ class ReasoningSeal:
             )
         return self._ciphers
 
-    def seal(self, text: str) -> str:
+    def _bound(self, context: str) -> bytes:
+        return self._aad + b"\x00" + context.encode() if context else self._aad
+
+    def seal(self, text: str, context: str = "") -> str:
         nonce = os.urandom(_NONCE)
-        sealed = self._derived()[0].encrypt(nonce, text.encode(), self._aad)
+        sealed = self._derived()[0].encrypt(nonce, text.encode(), self._bound(context))
         return VERSION + _encode(nonce + sealed)
 
-    def open(self, token: str) -> str:
-        """The reasoning text sealed in ``token``; :class:`SealBroken` otherwise."""
+    def open(self, token: str, context: str = "") -> str:
+        """The text sealed in ``token`` (in ``context``); :class:`SealBroken` otherwise."""
         if not token.startswith(VERSION):
             raise SealBroken("not a token of this platform")
         body = token[len(VERSION) :].encode()
@@ -101,9 +106,10 @@ class ReasoningSeal:
         if len(raw) < _NONCE + _TAG:
             raise SealBroken("too short")
         nonce, sealed = raw[:_NONCE], raw[_NONCE:]
+        aad = self._bound(context)
         for cipher in self._derived():
             try:
-                plain = cipher.decrypt(nonce, sealed, self._aad)
+                plain = cipher.decrypt(nonce, sealed, aad)
             except InvalidTag:
                 continue
             try:

@@ -1,0 +1,196 @@
+"""Compaction at the edge (README, "Compaction"): ``POST /v1/responses/compact``,
+``POST /v1/responses/input_tokens``, and what ``POST /v1/responses`` does
+with compaction items and ``compaction_trigger``.
+
+``/responses/compact`` is ``/responses`` with ``compaction_trigger``
+appended to the input, answered in the ``response.compaction`` shape: one
+path to the backend, the same limits, routing and usage row. Counting
+input tokens asks the backend's tokenizer where its dialect has one
+(``translate.dialects.TOKENIZE``), else estimates (``translate.compaction``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from responses_api.backends.client import BackendError, post_json
+from responses_api.backends.routing import no_backend
+from responses_api.catalogue.addresses import backend_policy
+from responses_api.catalogue.catalog import Route
+from responses_api.gateway.call import Call, Reply
+from responses_api.gateway.relay import _model, create_response, parse_request
+from responses_api.protocol.compact import CompactRequest, CountRequest
+from responses_api.protocol.errors import from_validation_error, invalid
+from responses_api.store import continuation
+from responses_api.store.seal import reasoning_seal
+from responses_api.translate import compaction
+from responses_api.translate.dialects import TOKENIZE
+from responses_api.translate.request import ChatPlan, prepare_chat
+
+# Seconds a count waits for the backend's tokenizer before estimating.
+TOKENIZE_WITHIN = 10.0
+
+
+def _object(call: Call) -> dict[str, Any]:
+    """The body as a JSON object (``parse_request`` says why it is not one)."""
+    try:
+        data = orjson.loads(call.body) if call.body else None
+    except orjson.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        parse_request(call.body, call.headers)  # raises the error that fits
+        raise invalid("The request body must be a JSON object.", code="invalid_json")
+    return data
+
+
+def _items(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [{"type": "message", "role": "user", "content": value}]
+    return list(value)
+
+
+async def compact_response(call: Call) -> Reply | None:
+    """``POST /v1/responses/compact``: the conversation (``input``, after
+    ``previous_response_id``'s chain) as its user messages and one
+    ``compaction`` item."""
+    data = _object(call)
+    try:
+        CompactRequest.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    if not data.get("input") and not data.get("previous_response_id"):
+        raise invalid("There is nothing to compact: send input or previous_response_id.", "input")
+    body = {
+        key: data[key]
+        for key in ("model", "instructions", "previous_response_id", "reasoning")
+        if data.get(key) is not None
+    }
+    if data.get("prompt_cache_key"):
+        body["prompt_cache_key"] = data["prompt_cache_key"]
+    body["input"] = [*_items(data.get("input")), {"type": "compaction_trigger"}]
+    body["store"] = False
+    call.body = orjson.dumps(body)
+    call.headers = {**call.headers, b"content-type": b"application/json"}
+    call.params[compaction.SHAPE] = compaction.COMPACTED
+    return await create_response(call)
+
+
+_COUNTED = (
+    "model",
+    "instructions",
+    "previous_response_id",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "reasoning",
+    "text",
+    "truncation",
+)
+
+
+async def count_input_tokens(call: Call) -> Reply:
+    """``POST /v1/responses/input_tokens``: the tokens the input of the
+    same ``/responses`` request would take, as its backend counts them."""
+    exchange = call.exchange
+    caller = exchange.caller
+    assert caller is not None
+    data = _object(call)
+    try:
+        asked = CountRequest.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    if asked.model is None:
+        raise invalid("model is required: the model's backend counts the tokens.", "model")
+    body = {key: data[key] for key in _COUNTED if data.get(key) is not None}
+    body["input"] = _items(data.get("input"))
+    request = parse_request(orjson.dumps(body), {})
+    exchange.asked(model=request.model, stream=False, prompt_cache_key=None)
+    model = await _model(caller, request.model)
+    exchange.served_by(model)
+    if request.previous_response_id is not None:
+        if caller.retention_policy != "store":
+            raise invalid(
+                "previous_response_id cannot be used: this organisation stores nothing "
+                "(zero data retention). Send the whole conversation as input items.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
+        request = (await continuation.prepare(caller, request)).request
+    seal = reasoning_seal(caller.organisation_id)
+    request = compaction.resolve(request, seal=seal, model_id=model.public_id).request
+    draft = prepare_chat(request, limits=model.limits, seal=seal)
+    if not model.routes:
+        raise no_backend(model, "it has no enabled backend")
+    route = model.routes[0]
+    plan = draft.for_route(
+        upstream_model=route.upstream_name,
+        dialect=route.backend.dialect,
+        extra_body=route.backend.extra_body,
+    )
+    return Reply(
+        {"object": "response.input_tokens", "input_tokens": await count_tokens(route, plan)}
+    )
+
+
+async def count_tokens(route: Route, plan: ChatPlan) -> int:
+    """The chat request's input tokens: from the backend's tokenizer when
+    its dialect has one and it answers, else the estimate."""
+    messages = plan.body["messages"]
+    tools = plan.body.get("tools")
+    counted = None
+    if TOKENIZE.get(route.backend.dialect):
+        try:
+            counted = await _tokenize(route, plan)
+        except BackendError:
+            counted = None
+    return counted if counted is not None else compaction.estimate_tokens(messages, tools)
+
+
+async def _tokenize(route: Route, plan: ChatPlan) -> int | None:
+    backend = route.backend
+    root = backend.base_url.rstrip("/").removesuffix("/v1")
+    policy = backend_policy(allow_private=getattr(backend, "allow_private", False))
+    kind = TOKENIZE[backend.dialect]
+    messages = plan.body["messages"]
+    if kind == "chat":
+        # vLLM: the chat template applied, tools included.
+        request: dict[str, Any] = {"model": plan.body["model"], "messages": messages}
+        if plan.body.get("tools"):
+            request["tools"] = plan.body["tools"]
+        status, answer = await post_json(
+            root,
+            "/tokenize",
+            request,
+            api_key=backend.api_key,
+            within=TOKENIZE_WITHIN,
+            policy=policy,
+        )
+        count = answer.get("count") if status == 200 and isinstance(answer, dict) else None
+        return count if isinstance(count, int) else None
+    # llama.cpp: the template applied first, then its text tokenized.
+    status, answer = await post_json(
+        root,
+        "/apply-template",
+        {"messages": messages},
+        api_key=backend.api_key,
+        within=TOKENIZE_WITHIN,
+        policy=policy,
+    )
+    prompt = answer.get("prompt") if status == 200 and isinstance(answer, dict) else None
+    if not isinstance(prompt, str):
+        return None
+    status, answer = await post_json(
+        root,
+        "/tokenize",
+        {"content": prompt, "add_special": True},
+        api_key=backend.api_key,
+        within=TOKENIZE_WITHIN,
+        policy=policy,
+    )
+    tokens = answer.get("tokens") if status == 200 and isinstance(answer, dict) else None
+    return len(tokens) if isinstance(tokens, list) else None

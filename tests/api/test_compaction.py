@@ -1,0 +1,186 @@
+"""Compaction through the OpenAI SDK (README, "Compaction"): ``responses.compact``,
+``compaction_trigger`` as the last input item, and the sealed ``compaction``
+item given back to the backend as its summary, exactly."""
+
+from __future__ import annotations
+
+import pytest
+from openai import BadRequestError, OpenAI
+
+from responses_api.translate.compaction import SUMMARY_PREFIX, SUMMARY_PROMPT
+from tests.conftest import wait_rows
+from tests.sim import received
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def acme(provision, local_simulator):
+    return provision("acme", local_simulator.url, dialect="vllm")
+
+
+@pytest.fixture
+def globex(provision, local_simulator):
+    return provision("globex", local_simulator.url, dialect="vllm")
+
+
+def conversation(marker: str) -> list[dict]:
+    return [
+        {"role": "user", "content": f"Plan the {marker} migration [[tokens:3]]"},
+        {"role": "assistant", "content": "Step one is the schema."},
+        {"type": "function_call", "call_id": "call_1", "name": "run", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "schema ok"},
+        {"role": "user", "content": f"Now the {marker} data, please"},
+    ]
+
+
+def test_compact_answers_the_user_messages_and_one_sealed_compaction_item(
+    gateway, acme, local_simulator
+):
+    client = gateway.openai(acme.key)
+    compacted = client.responses.compact(
+        model="sim-model", input=conversation("cmp-1"), instructions="Be brief."
+    )
+    assert compacted.object == "response.compaction"
+    kinds = [item.type for item in compacted.output]
+    assert kinds == ["message", "message", "compaction"]
+    assert [item.role for item in compacted.output[:2]] == ["user", "user"]
+    assert compacted.output[1].content[0].text == "Now the cmp-1 data, please"
+    token = compacted.output[-1].encrypted_content
+    assert token.startswith("sy1.") and "migration" not in token
+    assert compacted.usage.input_tokens > 0 and compacted.usage.output_tokens > 0
+    request = received(local_simulator, "cmp-1")
+    assert request["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert request["messages"][-1] == {"role": "user", "content": SUMMARY_PROMPT}
+    assert "tools" not in request
+    rows = wait_rows(organisation=acme.organisation)
+    assert len(rows) == 1 and rows[0].status == 200 and rows[0].endpoint == "/responses/compact"
+    assert rows[0].output_tokens == compacted.usage.output_tokens
+
+
+def test_the_compaction_item_gives_the_backend_the_summary_exactly(gateway, acme, local_simulator):
+    client = gateway.openai(acme.key)
+    compacted = client.responses.compact(model="sim-model", input=conversation("cmp-2"))
+    # What the simulator wrote as the summary, read from its own stream.
+    summary = "The user asked: Plan the cmp-2 migration; Now the cmp-2 data, please."
+    summary += " 1 tool call(s) ran; the last returned: schema ok."
+    summary += " Next: answer the user's last request."
+    follow = client.responses.create(
+        model="sim-model",
+        input=[
+            *[item.model_dump(exclude_none=True) for item in compacted.output],
+            {"role": "user", "content": "cmp-3 continue [[tokens:2]]"},
+        ],
+    )
+    assert follow.status == "completed"
+    messages = received(local_simulator, "cmp-3")["messages"]
+    assert messages[2] == {"role": "user", "content": f"{SUMMARY_PREFIX}\n\n{summary}"}
+    assert [m["role"] for m in messages] == ["user", "user", "user", "user"]
+
+
+def test_a_compaction_trigger_answers_exactly_one_compaction_item_streamed_or_not(
+    gateway, acme, local_simulator
+):
+    client = gateway.openai(acme.key)
+    trigger = [*conversation("cmp-4"), {"type": "compaction_trigger"}]
+    response = client.responses.create(model="sim-model", input=trigger)
+    assert [item.type for item in response.output] == ["compaction"]
+    assert response.status == "completed"
+    with client.responses.stream(model="sim-model", input=trigger) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    assert [item.type for item in final.output] == ["compaction"]
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    assert [item.type for item in done] == ["compaction"]
+    assert done[0].encrypted_content == final.output[0].encrypted_content
+    assert not [e for e in events if e.type == "response.output_text.delta"]
+    assert events[-1].type == "response.completed"
+    rows = wait_rows(2, organisation=acme.organisation)
+    assert all(row.status == 200 and row.output_tokens > 0 for row in rows)
+
+
+def _compaction(client: OpenAI, marker: str) -> dict:
+    out = client.responses.compact(model="sim-model", input=conversation(marker)).output[-1]
+    return out.model_dump(exclude_none=True)
+
+
+def _sent_back(client: OpenAI, item: dict, model: str = "sim-model"):
+    return client.responses.create(
+        model=model,
+        input=[{"role": "user", "content": "hi"}, item, {"role": "user", "content": "go"}],
+    )
+
+
+def altered(token: str) -> str:
+    middle = len(token) // 2
+    return token[:middle] + ("A" if token[middle] != "A" else "B") + token[middle + 1 :]
+
+
+def test_an_altered_compaction_token_is_a_400_naming_the_item(gateway, acme):
+    client = gateway.openai(acme.key)
+    item = _compaction(client, "cmp-5")
+    item["encrypted_content"] = altered(item["encrypted_content"])
+    with pytest.raises(BadRequestError) as refused:
+        _sent_back(client, item)
+    error = refused.value.body
+    assert error["param"] == "input[1].encrypted_content"
+    assert error["code"] == "invalid_encrypted_content"
+    assert "input[1]" in error["message"]
+    assert refused.value.response.headers["x-request-id"]
+
+
+def test_another_organisations_compaction_token_is_refused(gateway, acme, globex):
+    item = _compaction(gateway.openai(acme.key), "cmp-6")
+    with pytest.raises(BadRequestError) as refused:
+        _sent_back(gateway.openai(globex.key), item)
+    assert refused.value.body["param"] == "input[1].encrypted_content"
+    assert "another organisation" in refused.value.body["message"]
+
+
+def test_a_compaction_token_of_another_model_is_refused(gateway, acme, local_simulator):
+    from responses_api.catalogue.services.served_models import model_ensure
+
+    model_ensure(
+        organisation=acme.organisation,
+        public_id="other-model",
+        backend=acme.backend,
+        upstream_name="sim-model",
+    )
+    client = gateway.openai(acme.key)
+    item = _compaction(client, "cmp-7")
+    with pytest.raises(BadRequestError) as refused:
+        _sent_back(client, item, model="other-model")
+    assert refused.value.body["param"] == "input[1].encrypted_content"
+    assert "another model" in refused.value.body["message"]
+    assert _sent_back(client, item).status == "completed"
+
+
+def test_an_openai_compaction_blob_is_a_400_that_says_it_is_openais(gateway, acme):
+    client = gateway.openai(acme.key)
+    blob = {"type": "compaction", "encrypted_content": "gAAAAABpZ3x" + "Q" * 120}
+    with pytest.raises(BadRequestError) as refused:
+        _sent_back(client, blob)
+    assert refused.value.body["param"] == "input[1].encrypted_content"
+    assert "OpenAI" in refused.value.body["message"]
+
+
+def test_a_compaction_trigger_that_is_not_last_is_a_400_naming_it(gateway, acme):
+    client = gateway.openai(acme.key)
+    with pytest.raises(BadRequestError) as refused:
+        client.responses.create(
+            model="sim-model",
+            input=[{"type": "compaction_trigger"}, {"role": "user", "content": "hi"}],
+        )
+    assert refused.value.body["param"] == "input[0]"
+
+
+def test_compact_refuses_unknown_fields_and_an_empty_conversation(gateway, acme):
+    client = gateway.openai(acme.key)
+    with pytest.raises(BadRequestError) as refused:
+        client.responses.compact(model="sim-model", extra_body={"messages": []}, input="hi")
+    assert refused.value.body["param"] == "messages"
+    with pytest.raises(BadRequestError) as empty:
+        client.responses.compact(model="sim-model")
+    assert empty.value.body["param"] == "input"
+    rows = wait_rows(2, organisation=acme.organisation)
+    assert sorted(row.status for row in rows) == [400, 400]
