@@ -144,6 +144,16 @@ def plan_of(request: dict[str, Any], *, breaks: frozenset[str]) -> dict[str, Any
     return plan
 
 
+def tokenized(body: bytes) -> tuple[int, dict[str, Any]]:
+    """vLLM's ``POST /tokenize`` of a chat request: the prompt tokens its usage reports."""
+    try:
+        request = orjson.loads(body)
+        count = len(prompt_tokens(request["messages"], request.get("tools")))
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return 400, {"error": {"message": "messages are required", "type": "invalid_request"}}
+    return 200, {"count": count, "max_model_len": 32768, "tokens": []}
+
+
 class PrefixCache:
     """The prompts processed recently, as tokens, newest last."""
 

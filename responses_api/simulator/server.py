@@ -59,7 +59,7 @@ from responses_api.simulator.content import (
     usage_of,
     words_of,
 )
-from responses_api.simulator.plan import PrefixCache, plan_of, prompt_tokens
+from responses_api.simulator.plan import PrefixCache, plan_of, tokenized
 
 RECENT_REQUESTS = 64
 
@@ -75,7 +75,6 @@ class Stats:
         self.rejected = 0
         self.last_disconnect_at: float | None = None
         self.models_requests = 0
-        self.tokenize_requests = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -134,8 +133,11 @@ class Simulator:
         if path == "/health":
             await _json(send, 200, {"status": "ok"})
             return
-        if path == "/tokenize":
-            await self._tokenize(receive, send)
+        if path == "/tokenize":  # vLLM's: the count this server's usage reports
+            chunks = [await receive()]
+            while chunks[-1].get("more_body"):
+                chunks.append(await receive())
+            await _json(send, *tokenized(b"".join(m.get("body", b"") for m in chunks)))
             return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             await _json(send, 404, {"error": {"message": "not found", "type": "not_found"}})
@@ -186,23 +188,6 @@ class Simulator:
             await self._complete(request, send, receive)
         finally:
             self.stats.in_flight -= 1
-
-    async def _tokenize(self, receive, send) -> None:
-        """vLLM's ``POST /tokenize`` of a chat request: the count its usage reports."""
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        try:
-            request = orjson.loads(body)
-            count = len(prompt_tokens(request["messages"], request.get("tools")))
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            await _json(send, 400, {"error": {"message": "messages are required"}})
-            return
-        self.stats.tokenize_requests += 1
-        await _json(send, 200, {"count": count, "max_model_len": 32768, "tokens": []})
 
     async def _complete(self, request: dict[str, Any], send, receive) -> None:
         plan = plan_of(request, breaks=self.breaks)
