@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.settings_checks import fernet_refusals, production_refusals
 from config.settings_sso import sign_in
+from config.settings_stores import behind_pgbouncer, redis_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -146,6 +147,9 @@ DATABASES = {
     "default": env.db_url_config(secret("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
 }
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+# PostgreSQL reached through PgBouncer in transaction pooling (platform/README.md).
+if env.bool("SWITCHYARD_PGBOUNCER", default=False):
+    behind_pgbouncer(DATABASES["default"])
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # SQLite serialises writers; a generous timeout keeps concurrent usage
     # writes from failing with "database is locked" in the embedded default.
@@ -171,25 +175,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = secret("REDIS_URL") or ""
 
-if REDIS_URL:
-    # One URL, any of redis://, rediss://, unix:// and redis+sentinel://, in
-    # the spelling each client expects (responses_api/runtime/redis_urls.py).
-    from responses_api.runtime.redis_urls import cache_options, celery_broker
-
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
-            "OPTIONS": cache_options(REDIS_URL),
-        }
-    }
-    CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = celery_broker(REDIS_URL)
-    CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
-else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    CELERY_BROKER_URL = "memory://"
-    CELERY_TASK_ALWAYS_EAGER = True
+CACHES, CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = redis_config(REDIS_URL)
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL or env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True
+# Two beats may run (one per machine, for failover): each entry is sent by
+# the beat that claims its period first, in Redis.
+CELERY_BEAT_SCHEDULER = "config.celery:OncePerPeriodScheduler"
 CELERY_BEAT_SCHEDULE = {
     "backend-health": {"task": "console.tasks.check_backends", "schedule": 15.0},
     "usage-drain": {"task": "responses_api.tasks.drain_usage", "schedule": 5.0},

@@ -1,0 +1,51 @@
+"""Settings for the shared stores: Redis (cache, Celery's broker) and
+PostgreSQL behind PgBouncer. Kept apart from ``settings.py`` so that the
+derivations can be read, and tested, on their own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+def redis_config(url: str) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """``CACHES``, Celery's broker URL and its transport options for
+    ``REDIS_URL``: any of redis://, rediss://, unix:// and redis+sentinel://,
+    in the spelling each client expects (responses_api/runtime/redis_urls.py).
+    Without Redis, a process-local cache and an in-memory broker."""
+    if not url:
+        return (
+            {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}},
+            ("memory://"),
+            {},
+        )
+    from responses_api.runtime.redis_urls import cache_options, celery_broker
+
+    caches = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": url,
+            "OPTIONS": cache_options(url),
+        }
+    }
+    broker, options = celery_broker(url)
+    return caches, broker, options
+
+
+def behind_pgbouncer(database: dict[str, Any]) -> None:
+    """Make ``database`` safe behind PgBouncer in transaction pooling, where
+    consecutive transactions of one client may run on different server
+    connections: nothing may outlive a transaction on the server.
+
+    * Server-side cursors: Django declares them ``WITH HOLD`` outside a
+      transaction and fetches from them later, maybe from another server
+      connection; off, ``.iterator()`` reads the whole result at once.
+    * Prepared statements: psycopg prepares a query it has run five times,
+      on the server connection of the moment; off.
+    Persistent connections (``CONN_MAX_AGE``) stay: they are connections to
+    PgBouncer, which hands out a server connection per transaction."""
+    if not database["ENGINE"].endswith("postgresql"):
+        raise ImproperlyConfigured("SWITCHYARD_PGBOUNCER=true needs a postgres:// DATABASE_URL.")
+    database["DISABLE_SERVER_SIDE_CURSORS"] = True
+    database.setdefault("OPTIONS", {})["prepare_threshold"] = None
