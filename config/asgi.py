@@ -16,9 +16,12 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 from config.guard import guarded  # noqa: E402
 from responses_api.gateway import draining, routes  # noqa: E402
 from responses_api.gateway.consumers import ApiConsumer, Receive, Send  # noqa: E402
+from responses_api.runtime import telemetry  # noqa: E402
 
 # Under daphne, SIGTERM drains the open exchanges before the process stops.
 draining.install()
+# Traces when an OTLP endpoint is configured (README, "Traces (OpenTelemetry)").
+telemetry.install()
 
 api_application = ApiConsumer()
 _API_PATHS = re.compile(routes.asgi_pattern())

@@ -342,6 +342,12 @@ SWITCHYARD_READY_GRACE_SECONDS = env.float("SWITCHYARD_READY_GRACE_SECONDS", def
 # With Redis, web processes also write the usage rows they queue; false
 # leaves that to the Celery ``drain_usage`` task alone.
 SWITCHYARD_USAGE_DRAIN_IN_WEB = env.bool("SWITCHYARD_USAGE_DRAIN_IN_WEB", default=True)
+# OpenTelemetry traces of API requests (responses_api/runtime/telemetry.py):
+# on when an OTLP endpoint is given. The SDK reads its own OTEL_* variables.
+SWITCHYARD_TRACES = bool(
+    env.str("OTEL_EXPORTER_OTLP_ENDPOINT", default="")
+    or env.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", default="")
+) and not env.bool("OTEL_SDK_DISABLED", default=False)
 
 # --- Management API (admin_api/, /api/v1/admin/) ----------------------------
 # Requests per admin key, e.g. "600/min" (DRF's rate syntax: N/s, N/min,

@@ -49,6 +49,7 @@ from responses_api.catalogue.addresses import (
     backend_policy,
     literal_refusal,
 )
+from responses_api.runtime import telemetry
 
 # An idle keep-alive connection is closed after this long. A burst of a
 # thousand streams leaves as many idle sockets (about 10 KB each in this
@@ -86,10 +87,13 @@ class BackendTimeout(BackendError):
 class Answer:
     """A backend's HTTP answer whose body is read as it arrives."""
 
-    __slots__ = ("_response", "complete", "headers", "status")
+    __slots__ = ("_response", "_trace", "complete", "headers", "status")
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(
+        self, response: aiohttp.ClientResponse, trace: telemetry.BackendCall | None = None
+    ) -> None:
         self._response = response
+        self._trace = trace
         self.status: int = response.status
         self.headers: Mapping[str, str] = response.headers
         # Set by the reader once the answer is complete (a stream's
@@ -119,6 +123,9 @@ class Answer:
         way is read to its end in the background, briefly: closing it would
         close the connection, and the next request would pay for a new one.
         """
+        if self._trace is not None:
+            self._trace.end()
+            self._trace = None
         if self.complete and not self._response.content.at_eof():
             task = asyncio.get_running_loop().create_task(self._finish())
             _finishing.add(task)
@@ -172,17 +179,23 @@ class Upstream:
         if self._refusal is not None:
             raise BackendAddressRefused(self._refusal)
         if self._session is None:
-            self._session = _session(self._policy)
+            self._session = _session(self._policy, telemetry.aiohttp_trace_config())
         data = orjson.dumps(body)
+        headers, trace = self._headers, None
+        if telemetry.tracer is not None and (request := telemetry.current.get()) is not None:
+            url = self._url
+            trace = request.backend_call(url.raw_host or "", url.port, str(body.get("model")))
+            headers = trace.headers(headers)
         for attempt in range(2):
             try:
                 response = await self._session.post(
                     self._url,
                     data=data,
-                    headers=self._headers,
+                    headers=headers,
                     allow_redirects=False,
                     auto_decompress=False,
                     timeout=self._timeout,
+                    trace_request_ctx=trace,
                 )
             except aiohttp.ServerDisconnectedError as exc:
                 # Closed before any answer: most often a kept-alive connection
@@ -190,11 +203,13 @@ class Upstream:
                 # new connection (as httpx does); a backend that keeps closing
                 # is the caller's to fail over from.
                 if attempt:
-                    raise _error(exc) from exc
+                    raise _traced(_error(exc), trace) from exc
             except (aiohttp.ClientError, TimeoutError) as exc:
-                raise _error(exc) from exc
+                raise _traced(_error(exc), trace) from exc
             else:
-                return Answer(response)
+                if trace is not None:
+                    trace.answered(response.status)
+                return Answer(response, trace)
         raise AssertionError("unreachable")
 
     async def aclose(self) -> None:
@@ -287,9 +302,18 @@ def _error(exc: BaseException) -> BackendError:
     return BackendDisconnected(str(exc) or type(exc).__name__)
 
 
-def _session(policy: AddressPolicy) -> aiohttp.ClientSession:
+def _traced(error: BackendError, trace: telemetry.BackendCall | None) -> BackendError:
+    if trace is not None:
+        trace.failed(error)
+    return error
+
+
+def _session(
+    policy: AddressPolicy, trace_config: aiohttp.TraceConfig | None = None
+) -> aiohttp.ClientSession:
     # No bound on connections in use: a backend's own concurrency limit
-    # (routing) is what queues requests.
+    # (routing) is what queues requests. Hooks only on a traced process's
+    # chat calls (runtime/telemetry.py): untraced, aiohttp makes no call.
     connector = aiohttp.TCPConnector(
         limit=0,
         keepalive_timeout=KEEPALIVE_SECONDS,
@@ -297,7 +321,10 @@ def _session(policy: AddressPolicy) -> aiohttp.ClientSession:
         resolver=PolicyResolver(policy),
     )
     return aiohttp.ClientSession(
-        connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
+        connector=connector,
+        trust_env=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        trace_configs=[trace_config] if trace_config is not None else None,
     )
 
 

@@ -32,7 +32,9 @@ from responses_api.gateway.encoding import decode
 from responses_api.gateway.ending import end_exchange
 from responses_api.gateway.exchange import Client, Exchange, new_request_id
 from responses_api.gateway.responder import Responder
+from responses_api.gateway.tracing import trace_begin, trace_end
 from responses_api.protocol.errors import ApiError, body_too_large, body_too_slow, invalid
+from responses_api.runtime import telemetry
 from responses_api.runtime.metrics import unauthenticated_observe
 
 log = logging.getLogger("switchyard.requests")
@@ -80,6 +82,9 @@ class ApiConsumer:
             await self._serve(call, match, receive, headers)
         except Exception as exc:  # a bug: the request still ends, with its row
             await _salvage(call, exc)
+        finally:
+            if telemetry.tracer is not None and (trace := telemetry.current.get()) is not None:
+                trace_end(call, trace)
 
     async def _serve(
         self, call: Call, match: routes.Match, receive: Receive, headers: dict[bytes, bytes]
@@ -96,6 +101,8 @@ class ApiConsumer:
             # Unauthenticated: no usage row, and the body is never read.
             await _refuse(call, match.error or error)
             return
+        if telemetry.tracer is not None:
+            trace_begin(exchange, headers)
         if match.error is not None or match.handler is None:
             await end_exchange(call, error=match.error)
             return

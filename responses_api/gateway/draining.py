@@ -12,7 +12,8 @@ that handler once the reactor runs. On SIGTERM the process
 3. ends the rest: a stream gets ``response.failed``, a request still waiting
    for its answer a 503; each writes its usage row (status 503,
    ``server_shutting_down``);
-4. flushes the usage rows still held by the process, then stops the reactor.
+4. flushes the usage rows and the trace spans still held by the process,
+   then stops the reactor.
 
 Exchanges are tracked by ``consumers.ApiConsumer`` with :meth:`Drain.track`.
 """
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from responses_api.protocol.errors import ApiError
+from responses_api.runtime import telemetry
 from responses_api.runtime.memory import BurstWatch
 
 if TYPE_CHECKING:
@@ -86,6 +88,8 @@ class Drain:
         except Exception:
             log.exception("usage rows could not be flushed at shutdown")
         await close_clients()
+        # The spans of the last requests, exported before the process ends.
+        await asyncio.to_thread(telemetry.shutdown)
         process_exit()
         log.warning(
             "drained in %.1f s; %d exchange(s) ended at the deadline",

@@ -36,7 +36,8 @@ prompt it processed recently) and an optional concurrency limit, and keeps
 counters at ``GET /_sim/stats`` so tests can see what it produced and
 when clients went away, and the last chat requests it received, newest
 first, at ``GET /_sim/requests`` (what the gateway sent a backend: messages,
-tools, ``tool_choice``). No Django imports: it runs in its own process.
+tools, ``tool_choice``), and the ``traceparent``/``tracestate`` each came
+with at ``GET /_sim/trace-context``. No Django imports: it runs in its own process.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ class Simulator:
         self.stats = Stats()
         self.prefix_cache = PrefixCache()
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_REQUESTS)
+        # The W3C trace context each of them came with (empty: none).
+        self.recent_context: deque[dict[str, str]] = deque(maxlen=RECENT_REQUESTS)
 
     # --- ASGI -----------------------------------------------------------------
 
@@ -129,6 +132,9 @@ class Simulator:
             return
         if path == "/_sim/requests":
             await _json(send, 200, {"data": list(reversed(self.recent))})
+            return
+        if path == "/_sim/trace-context":
+            await _json(send, 200, {"data": list(reversed(self.recent_context))})
             return
         if path == "/health":
             await _json(send, 200, {"status": "ok"})
@@ -181,6 +187,13 @@ class Simulator:
             )
             return
         self.recent.append(request)
+        self.recent_context.append(
+            {
+                name.decode(): value.decode("latin-1")
+                for name, value in scope.get("headers", ())
+                if name.lower() in (b"traceparent", b"tracestate")
+            }
+        )
         self.stats.requests += 1
         self.stats.in_flight += 1
         self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)

@@ -1,0 +1,144 @@
+"""A request's trace, from what its exchange recorded (README, "Traces
+(OpenTelemetry)"; ``runtime/telemetry.py`` says how spans are made).
+
+The request span follows the OpenTelemetry GenAI semantic conventions
+(https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/): the
+Responses API is a ``chat`` operation, so a ``POST /v1/responses`` span is
+named ``chat {model}``; any other request, by the HTTP conventions, its
+method. Nothing a client wrote (prompt, answer) and no secret goes on a
+span: ids, the model, token counts, timings and the outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from responses_api.gateway.call import Call
+from responses_api.gateway.exchange import Exchange
+from responses_api.runtime import telemetry
+
+log = logging.getLogger("switchyard.telemetry")
+
+PROVIDER = "switchyard"
+
+
+def trace_begin(exchange: Exchange, headers: dict[bytes, bytes]) -> None:
+    """The request is authenticated: its span starts (back-dated to its
+    first byte), a child of the client's ``traceparent`` if any."""
+    caller = exchange.caller
+    assert caller is not None
+    telemetry.begin(
+        headers,
+        exchange.timing,
+        {
+            "switchyard.request_id": exchange.request_id,
+            "switchyard.organisation_id": str(caller.organisation_id),
+            "switchyard.api_key_id": str(caller.key_id),
+            "http.request.method": exchange.method,
+            "url.path": exchange.endpoint[:200],
+        },
+    )
+
+
+def trace_end(call: Call, trace: telemetry.RequestTrace) -> None:
+    """The response is complete: the request's attributes and recorded
+    spans, then its span's end. Never raises (the consumer must not)."""
+    telemetry.current.set(None)
+    try:
+        if trace.span.is_recording():
+            _record(call, trace)
+    except Exception:
+        log.exception("the trace of request %s could not be recorded", call.exchange.request_id)
+    finally:
+        for backend_call in trace.calls:
+            # A call cut before its answer (the client left while it connected).
+            if backend_call.span.is_recording():
+                backend_call.end()
+        trace.span.end()
+
+
+def _record(call: Call, trace: telemetry.RequestTrace) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    exchange, output, span = call.exchange, call.output, trace.span
+    now = time.perf_counter()
+    # A wait after the last backend call (no backend left to fail over to).
+    trace.queue_span(now)
+    if exchange.model:
+        span.update_name(f"chat {exchange.model}")
+        span.set_attributes(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": PROVIDER,
+                "gen_ai.request.model": exchange.model,
+            }
+        )
+    else:
+        span.update_name(exchange.method)
+    span.set_attributes(_outcome(exchange))
+    outcome = exchange.outcome
+    if outcome.status >= 500:
+        # A server span's error is the server's (HTTP conventions): a 4xx is the client's.
+        span.set_status(Status(StatusCode.ERROR, outcome.error_code or str(outcome.status)))
+    if output is not None:
+        translator = output.translator
+        span.set_attributes(_request_options(output.plan.body))
+        span.set_attribute("gen_ai.response.id", translator.response_id)
+        span.set_attribute("gen_ai.response.model", translator.upstream_model or exchange.model)
+        if translator.finish_reason:
+            span.set_attribute("gen_ai.response.finish_reasons", [translator.finish_reason])
+        first = translator.first_token_at
+        if first is not None and trace.calls and telemetry.tracer is not None:
+            last = trace.calls[-1]
+            token = telemetry.tracer.start_span(
+                "first token",
+                context=last.context,
+                start_time=telemetry.epoch_ns(exchange.timing, last.started),
+            )
+            token.end(telemetry.epoch_ns(exchange.timing, max(first, last.started)))
+
+
+def _outcome(exchange: Exchange) -> dict[str, Any]:
+    input_tokens, cached, output, reasoning = exchange.tokens
+    outcome, timing, backend = exchange.outcome, exchange.timing, exchange.backend
+    attributes: dict[str, Any] = {
+        "http.response.status_code": outcome.status,
+        "gen_ai.usage.input_tokens": input_tokens,
+        "gen_ai.usage.output_tokens": output,
+        "gen_ai.usage.cache_read.input_tokens": cached,
+        "switchyard.usage.reasoning_tokens": reasoning,
+        "switchyard.attempts": exchange.attempts,
+        "switchyard.stream": exchange.stream,
+    }
+    if backend is not None:
+        attributes["switchyard.backend.id"] = str(backend.id)
+        attributes["switchyard.backend.name"] = backend.name
+    if timing.queue_wait_ms is not None:
+        attributes["switchyard.queue_wait_ms"] = round(timing.queue_wait_ms, 3)
+    if timing.ttft_ms is not None:
+        attributes["switchyard.ttft_ms"] = round(timing.ttft_ms, 3)
+    if exchange.client.session_id:
+        attributes["gen_ai.conversation.id"] = exchange.client.session_id
+    if outcome.error_code:
+        attributes["error.type"] = outcome.error_code
+    return attributes
+
+
+def _request_options(body: dict[str, Any]) -> dict[str, Any]:
+    """The sampling options sent to the backend, by their GenAI names."""
+    options = {}
+    for key, name in _OPTIONS:
+        value = body.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            options[name] = value
+    return options
+
+
+_OPTIONS = (
+    ("max_tokens", "gen_ai.request.max_tokens"),
+    ("max_completion_tokens", "gen_ai.request.max_tokens"),
+    ("temperature", "gen_ai.request.temperature"),
+    ("top_p", "gen_ai.request.top_p"),
+)
