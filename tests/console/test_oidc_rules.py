@@ -113,6 +113,7 @@ def test_single_sign_on_reads_its_settings(monkeypatch, tmp_path):
     assert config is not None
     assert config.issuer == "https://id.example/realms/acme"
     assert (config.client_id, config.client_secret) == ("switchyard", "s3cret")
+    assert "s3cret" not in repr(config)
     assert config.provider_name == "Acme ID"
     assert config.scopes == "openid email profile"
     assert config.sign_algo == "RS256"
