@@ -43,6 +43,11 @@ def _forget_stored(*, organisation_id: int, **_: Any) -> None:
     # the change is committed (in batches, outside the settings' transaction).
     from django.db import transaction
 
+    from responses_api.store.conversations import conversations_forget_if_none
     from responses_api.store.responses import responses_forget_if_none
 
-    transaction.on_commit(lambda: responses_forget_if_none(organisation_id=organisation_id))
+    def forget() -> None:
+        responses_forget_if_none(organisation_id=organisation_id)
+        conversations_forget_if_none(organisation_id=organisation_id)
+
+    transaction.on_commit(forget)

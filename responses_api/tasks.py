@@ -20,10 +20,12 @@ def drain_usage() -> int:
 
 @shared_task
 def purge_stored_responses() -> int:
-    """Deletes expired stored responses, in batches (reads ignore them already)."""
+    """Deletes expired stored responses and conversations, in batches (reads
+    ignore them already)."""
+    from responses_api.store.conversations import conversations_purge
     from responses_api.store.responses import responses_purge
 
-    return responses_purge()
+    return responses_purge() + conversations_purge()
 
 
 @shared_task

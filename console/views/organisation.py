@@ -47,6 +47,7 @@ from console.forms.organisation import (
 )
 from console.spend import organisation_month
 from console.views.base import SESSION_ORG, amounts_initial, page_of
+from responses_api.store.conversations import conversations_summary
 from responses_api.store.responses import responses_delete_all, responses_summary
 
 
@@ -242,11 +243,14 @@ def settings_page(request: HttpRequest, membership) -> HttpResponse:
         for field in form.fields.values():
             field.disabled = True
     stored, size = responses_summary(organisation_id=organisation.pk)
+    conversations, conversation_items = conversations_summary(organisation_id=organisation.pk)
     context = {
         "form": form,
         "manage": manage,
         "stored": stored,
         "stored_size": size,
+        "conversations": conversations,
+        "conversation_items": conversation_items,
         "month": organisation_month(organisation),
         "warning": organisation.budget_warning_percent,
     }
@@ -257,7 +261,7 @@ def settings_page(request: HttpRequest, membership) -> HttpResponse:
         if (
             before != "none"
             and data["retention_policy"] == "none"
-            and stored
+            and (stored or conversations)
             and request.POST.get("confirm_delete") != "yes"
         ):
             return render(request, "console/settings.html", {**context, "confirm_none": True})

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from responses_api.gateway.conversations import MetadataUpdate, NewConversation, NewItems
 from responses_api.gateway.routes import PREFIXES, ROUTES, Operation, Schema
 from responses_api.protocol.body import REFUSAL_MESSAGES, CreateResponse
 from responses_api.protocol.compact import CompactRequest, CountRequest
@@ -297,6 +298,52 @@ def _compaction_schemas() -> dict[str, Any]:
     return schemas
 
 
+CONVERSATION = {
+    "type": "object",
+    "required": ["id", "object", "created_at", "metadata"],
+    "properties": {
+        "id": {"type": "string", "examples": ["conv_0123456789abcdef0123456789abcdef"]},
+        "object": {"const": "conversation"},
+        "created_at": {"type": "integer", "description": "Unix seconds."},
+        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+CONVERSATION_DELETED = {
+    "type": "object",
+    "required": ["id", "object", "deleted"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "conversation.deleted"},
+        "deleted": {"const": True},
+    },
+}
+ITEM_LIST = {
+    "type": "object",
+    "required": ["object", "data", "first_id", "last_id", "has_more"],
+    "properties": {
+        "object": {"const": "list"},
+        "data": {"type": "array", "items": {"type": "object"}},
+        "first_id": {"type": ["string", "null"]},
+        "last_id": {"type": ["string", "null"]},
+        "has_more": {"type": "boolean"},
+    },
+}
+
+
+def _conversation_schemas() -> dict[str, Any]:
+    """The Conversations API's bodies, from the models it validates with."""
+    schemas: dict[str, Any] = {
+        "Conversation": CONVERSATION,
+        "ConversationDeleted": CONVERSATION_DELETED,
+        "ConversationItemList": ITEM_LIST,
+    }
+    for model in (NewConversation, NewItems, MetadataUpdate):
+        schema = copy.deepcopy(model.model_json_schema(ref_template=REF))
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+    return schemas
+
+
 @cache
 def openapi_schema() -> dict[str, Any]:
     return {
@@ -324,6 +371,7 @@ def openapi_schema() -> dict[str, Any]:
             },
             "schemas": {
                 **_request_schemas(),
+                **_conversation_schemas(),
                 **_compaction_schemas(),
                 "Response": RESPONSE,
                 "Usage": USAGE,

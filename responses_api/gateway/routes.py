@@ -17,6 +17,7 @@ from typing import Any
 
 from responses_api.gateway.call import Handler
 from responses_api.gateway.compaction import compact_response, count_input_tokens
+from responses_api.gateway.conversations import CONVERSATION_OPERATIONS
 from responses_api.gateway.endpoints import (
     delete_response,
     list_input_items,
@@ -83,6 +84,35 @@ def _stored(
         content={"application/json": schema},
         errors=(401, 404),
     )
+
+
+def _conversation(
+    handler: Handler,
+    operation_id: str,
+    summary: str,
+    answer: str,
+    schema: Schema,
+    request: str = "",
+) -> Operation:
+    """An operation of the Conversations API, which organisations that store
+    responses have; the others get a 400 (create) or the 404 of an unknown id."""
+    return Operation(
+        handler,
+        operation_id,
+        summary,
+        "Only for organisations whose retention policy stores responses; otherwise a 400 "
+        "(create) or 404. Another organisation's id answers as an unknown one.",
+        request=request or None,
+        answer=answer,
+        content={"application/json": schema},
+        errors=(400, 401, 404, 415) if request else (400, 401, 404),
+    )
+
+
+CONVERSATION_ROUTES = tuple(
+    Route(path, {method: _conversation(*spec) for method, spec in methods.items()})
+    for path, methods in CONVERSATION_OPERATIONS.items()
+)
 
 
 ROUTES: tuple[Route, ...] = (
@@ -187,6 +217,7 @@ ROUTES: tuple[Route, ...] = (
             )
         },
     ),
+    *CONVERSATION_ROUTES,
 )
 
 PREFIXES = ("/api/v1", "/v1")

@@ -97,6 +97,14 @@ INCLUDE_ACCEPTED = frozenset(
 )
 
 
+class ConversationRef(BaseModel):
+    """``conversation`` as an object: ``{"id": "conv_…"}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: StrictStr = Field(min_length=1, max_length=64)
+
+
 class CreateResponse(BaseModel):
     # Strict, as every setting is: an unknown top-level field is refused.
     model_config = ConfigDict(extra="forbid")
@@ -130,16 +138,27 @@ class CreateResponse(BaseModel):
     truncation: Literal["auto", "disabled"] | None = None
     background: StrictBool | None = None
     client_metadata: dict[str, Any] | None = None
+    conversation: StrictStr | ConversationRef | None = None
     # Refused with a 400 naming the parameter.
-    conversation: Any = None
     prompt: Any = None
     context_management: Any = None
+
+    def conversation_id(self) -> str | None:
+        conversation = self.conversation
+        return conversation.id if isinstance(conversation, ConversationRef) else conversation
 
     @field_validator("temperature", "top_p", mode="before")
     @classmethod
     def _number(cls, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float | None):
             raise ValueError("must be a number")
+        return value
+
+    @field_validator("conversation")
+    @classmethod
+    def _conversation(cls, value: str | ConversationRef | None) -> str | ConversationRef | None:
+        if isinstance(value, str) and not 1 <= len(value) <= 64:
+            raise ValueError("a conversation id has 1 to 64 characters")
         return value
 
     @field_validator("metadata")
@@ -167,7 +186,6 @@ class CreateResponse(BaseModel):
     def _refused(self) -> CreateResponse:
         refusals = {
             "background": self.background is True,
-            "conversation": self.conversation is not None,
             "prompt": self.prompt is not None,
             "context_management": self.context_management is not None,
             "top_logprobs": bool(self.top_logprobs),
@@ -202,7 +220,6 @@ class CreateResponse(BaseModel):
 
 REFUSAL_MESSAGES = {
     "background": "background mode is not supported: this server answers in the request.",
-    "conversation": "conversation is not supported: send the conversation as input items.",
     "prompt": "Stored prompt templates ('prompt') are not supported.",
     "context_management": "context_management is not supported.",
     "top_logprobs": "top_logprobs is not supported: backends' log probabilities are not relayed.",

@@ -457,7 +457,7 @@ def test_client_metadata_and_accepted_fields_never_reach_the_backend():
         ({"reasoning": {"max_tokens": -1}}, "reasoning.max_tokens"),
         ({"reasoning": {"effort": "extreme"}}, "reasoning.effort"),
         ({"background": True}, "background"),
-        ({"conversation": "conv_1"}, "conversation"),
+        ({"conversation": 5}, "conversation"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt"),
         ({"context_management": [{"type": "compaction"}]}, "context_management"),
         ({"top_logprobs": 3}, "top_logprobs"),
