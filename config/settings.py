@@ -94,6 +94,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # /healthz, /readyz, /metrics: for probes and scrapers, whatever their Host.
+    "responses_api.views.OperationalEndpoints",
     # Serves the collected static files (console, API docs) from the web
     # process itself: no separate file server on Kubernetes.
     "whitenoise.middleware.WhiteNoiseMiddleware",

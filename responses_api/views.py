@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
+from django.utils.deprecation import MiddlewareMixin
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -110,6 +111,20 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return response
     body, content_type = exposition(BackendHealthCollector())
     return HttpResponse(body, content_type=content_type)
+
+
+class OperationalEndpoints(MiddlewareMixin):
+    """Answers ``/healthz``, ``/readyz`` and ``/metrics`` before Django checks
+    the Host header: the kubelet and Prometheus address a pod by its IP,
+    which ``ALLOWED_HOSTS`` cannot list. None of the three builds a URL from
+    the Host, and ``/metrics`` wants its bearer token whatever the Host."""
+
+    def process_request(self, request: HttpRequest) -> HttpResponse | None:
+        view = OPERATIONAL.get(request.path_info)
+        return view(request) if view is not None else None
+
+
+OPERATIONAL = {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics}
 
 
 def openapi_json(request: HttpRequest) -> HttpResponse:

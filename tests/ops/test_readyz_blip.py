@@ -117,3 +117,20 @@ def test_a_database_blip_leaves_a_live_process_ready_until_the_grace_window_ends
     finally:
         server.stop()
         proxy.close()
+
+
+@pytest.mark.django_db
+def test_probes_and_scrapers_may_address_a_pod_by_its_ip(gateway, fresh_outages):
+    """The kubelet and Prometheus send ``Host: <pod IP>:8000``, which is not
+    in ALLOWED_HOSTS; the operational endpoints answer it, nothing else does."""
+    pod = {"host": "10.42.7.19:8000"}
+    assert gateway.http.get("/healthz", headers=pod).status_code == 200
+    assert gateway.http.get("/readyz", headers=pod).json()["status"] == "ok"
+    with override_settings(METRICS_TOKEN="scrape-token"):
+        assert gateway.http.get("/metrics", headers=pod).status_code == 401
+        scraped = gateway.http.get(
+            "/metrics", headers={**pod, "authorization": "Bearer scrape-token"}
+        )
+        assert scraped.status_code == 200 and "switchyard_" in scraped.text
+    assert gateway.http.get("/console/login/", headers=pod).status_code == 400
+    assert gateway.http.get("/console/login/").status_code == 200
