@@ -11,7 +11,7 @@ this module uses no model and no setting.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from django.core.exceptions import ImproperlyConfigured
@@ -91,7 +91,8 @@ class SsoConfig:
 
     issuer: str
     client_id: str
-    client_secret: str
+    # Out of the repr: settings are listed on DEBUG error pages.
+    client_secret: str = field(repr=False)
     scopes: str
     sign_algo: str
     provider_name: str

@@ -16,6 +16,7 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 from config.guard import guarded  # noqa: E402
 from responses_api.gateway import draining, routes  # noqa: E402
 from responses_api.gateway.consumers import ApiConsumer, Receive, Send  # noqa: E402
+from responses_api.gateway.websocket import ResponsesSocket  # noqa: E402
 from responses_api.runtime import telemetry  # noqa: E402
 
 # Under daphne, SIGTERM drains the open exchanges before the process stops.
@@ -38,7 +39,9 @@ async def http_application(scope: dict[str, Any], receive: Receive, send: Send) 
 
 
 guarded_django = guarded(django_application)
-application = ProtocolTypeRouter({"http": http_application})
+# WebSocket mode of /v1/responses (README, "WebSocket mode"); the socket
+# refuses any other path with an error frame.
+application = ProtocolTypeRouter({"http": http_application, "websocket": ResponsesSocket()})
 
 # Everything loaded so far lives as long as the process: move it out of the
 # cyclic collector's sight, so that collections triggered by requests' short-

@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from typing import Any
 
 import uvloop
 
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     from daphne.cli import CommandLineInterface
 
     access_log = any(a == "--access-log" or a.startswith("--access-log=") for a in argv)
+    sized = any(a.startswith("--websocket-max-") for a in argv)
 
     class Server(server.Server):
         def __init__(self, *args, action_logger=None, ready_callable=None, **kwargs) -> None:
@@ -74,6 +76,9 @@ def main(argv: list[str] | None = None) -> None:
                 from responses_api.runtime import loop_monitor
 
                 loop_monitor.install(asyncio.get_event_loop())
+                # Autobahn accepts no compression unless told to; WebSocket
+                # mode's clients (Codex) offer permessage-deflate.
+                self.ws_factory.setProtocolOptions(perMessageCompressionAccept=accept_deflate)
                 if ready_callable is not None:
                     ready_callable()
 
@@ -88,12 +93,29 @@ def main(argv: list[str] | None = None) -> None:
             # Here daphne has configured logging and imported the
             # application, so a patch's warning reaches the process's log.
             patches.apply(spec)
+            if not sized:
+                # A response.create frame is a request body: the same cap.
+                from django.conf import settings
+
+                cap = settings.SWITCHYARD_MAX_BODY_BYTES
+                self.websocket_max_message_size = self.websocket_max_frame_size = cap
             super().run()
 
     class Cli(CommandLineInterface):
         server_class = Server
 
     Cli().run(argv)
+
+
+def accept_deflate(offers: list[Any]) -> Any:
+    """permessage-deflate for a client that offers it (RFC 7692), with the
+    parameters it asked for; None (no compression) otherwise."""
+    from autobahn.websocket.compress import PerMessageDeflateOffer, PerMessageDeflateOfferAccept
+
+    for offer in offers:
+        if isinstance(offer, PerMessageDeflateOffer):
+            return PerMessageDeflateOfferAccept(offer)
+    return None
 
 
 def skip_tls_libraries(argv: list[str]) -> bool:

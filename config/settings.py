@@ -337,6 +337,9 @@ SWITCHYARD_QUEUE_TIMEOUT = env.float("SWITCHYARD_QUEUE_TIMEOUT", default=30.0)
 # After SIGTERM a web process refuses new work and lets in-flight exchanges
 # finish for this long; those still running are then ended (response.failed).
 SWITCHYARD_SHUTDOWN_GRACE_SECONDS = env.float("SWITCHYARD_SHUTDOWN_GRACE_SECONDS", default=30.0)
+# How long a WebSocket (WebSocket mode of /v1/responses) may stay open: then
+# it gets the websocket_connection_limit_reached error and is closed.
+SWITCHYARD_WEBSOCKET_MAX_SECONDS = env.float("SWITCHYARD_WEBSOCKET_MAX_SECONDS", default=3600.0)
 # /readyz stays 200 (status "degraded") while the database or Redis has been
 # failing for less than this: a blip then takes no pod out of the load
 # balancer; a longer outage does (503). /healthz ignores both.

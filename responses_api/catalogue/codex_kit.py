@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from responses_api.models import ServedModel
 
 PROVIDER = "switchyard"
+# Codex (0.171) turns remote compaction on by the provider's name: "OpenAI"
+# (or an Azure endpoint). Anything else compacts on the client, with a
+# summary turn of its own, and drops the compaction items it is sent.
+PROVIDER_NAME = "OpenAI"
 ENV_KEY = "SWITCHYARD_API_KEY"
 CONFIG_FILE = "config.toml"
 PROFILE_FILE = PROVIDER + ".config.toml"
@@ -73,7 +77,9 @@ def provider_lines(*, base_url: str) -> list[ConfigLine]:
             "Declares Switchyard as a model provider Codex can talk to.",
         ),
         ConfigLine(
-            f"name = {_toml_string('Switchyard')}", "The provider's name as Codex shows it."
+            f"name = {_toml_string(PROVIDER_NAME)}",
+            "Codex compacts long sessions on the server (remote compaction) only for a "
+            "provider named OpenAI; Switchyard serves that compaction for your models.",
         ),
         ConfigLine(
             f"base_url = {_toml_string(api_url)}",

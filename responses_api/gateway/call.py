@@ -11,6 +11,7 @@ from responses_api.gateway.responder import Responder
 
 if TYPE_CHECKING:
     from responses_api.backends.sse import EventWriter
+    from responses_api.gateway.websocket_chain import LocalChain
     from responses_api.store.continuation import Keep
     from responses_api.translate.request import ChatPlan
     from responses_api.translate.stream import StreamTranslator
@@ -40,6 +41,10 @@ class Call:
     # Set when the response is to be stored: the ending saves it before the
     # client is told the response ended.
     keep: Keep | None = None
+    # A WebSocket's connection-local chain (``websocket_chain``), and
+    # whether this ``response.create`` generates (false: a prewarm).
+    chain: LocalChain | None = None
+    generate: bool = True
 
 
 @dataclass(frozen=True, slots=True)

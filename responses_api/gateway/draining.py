@@ -15,7 +15,9 @@ that handler once the reactor runs. On SIGTERM the process
 4. flushes the usage rows and the trace spans still held by the process,
    then stops the reactor.
 
-Exchanges are tracked by ``consumers.ApiConsumer`` with :meth:`Drain.track`.
+Exchanges are tracked by ``consumers.ApiConsumer`` with :meth:`Drain.track`
+(and by ``websocket.Connection``, one per ``response.create``); an open
+WebSocket is closed once its response under way has ended.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import logging
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -50,6 +52,9 @@ class Drain:
     def __init__(self) -> None:
         self.draining = False
         self.exchanges: dict[asyncio.Task[None], Exchange] = {}
+        # Open WebSockets (``websocket.Connection``): each closes once its
+        # response under way, if any, has ended.
+        self.sockets: set[Any] = set()
         self._idle: asyncio.Event | None = None
         self._bursts = BurstWatch()
 
@@ -74,6 +79,8 @@ class Drain:
         started = time.monotonic()
         log.warning("SIGTERM: draining %d exchange(s), for up to %g s", len(self.exchanges), grace)
         self._idle = asyncio.Event()
+        for socket in list(self.sockets):
+            socket.shut()
         if self.exchanges:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), timeout=grace)

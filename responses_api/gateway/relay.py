@@ -20,7 +20,6 @@ from pydantic import ValidationError
 
 from responses_api.access.auth import Caller
 from responses_api.backends.routing import affinity_key, no_backend
-from responses_api.backends.sse import EventWriter
 from responses_api.catalogue.catalog import ModelEntry, get_catalog
 from responses_api.gateway import failover
 from responses_api.gateway.admission import admit
@@ -60,14 +59,20 @@ async def create_response(call: Call) -> Reply | None:
     )
     model = await _model(caller, request.model)
     exchange.served_by(model)
-    store = _store_decision(request, caller, exchange)
+    # A WebSocket continues its own last response without the store.
+    local = call.chain.continued(request) if call.chain is not None else None
+    store = _store_decision(request, caller, exchange, continued=local is not None)
     response_id = new_id("resp")
     previous: Stored | None = None
     references: dict[str, Any] = {}
     joined = await conversation_turns.join(caller, request) if request.conversation else None
-    if caller.retention_policy == "store":
+    if local is not None:
+        request = local
+    elif caller.retention_policy == "store":
         prepared = await continuation.prepare(caller, request)
         request, previous, references = prepared.request, prepared.previous, prepared.references
+    if call.chain is not None:
+        call.chain.asked(request)
     if joined is not None:
         request = joined.prepend(request)
     affinity = _affinity(caller, model, request, previous, response_id if store else None)
@@ -90,7 +95,12 @@ async def create_response(call: Call) -> Reply | None:
     draft = prepare_chat(request, limits=model.limits, seal=reasoning_seal(caller.organisation_id))
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
-    admission = await admit(exchange=exchange, estimate=estimate_tokens(call.body), draft=draft)
+    # A prewarm (``generate: false``) reaches no backend and holds nothing.
+    admission = (
+        await admit(exchange=exchange, estimate=estimate_tokens(call.body), draft=draft)
+        if call.generate
+        else None
+    )
     try:
         first = model.routes[0]
         # The plan for the first route gives the echoed settings; a stream
@@ -106,7 +116,7 @@ async def create_response(call: Call) -> Reply | None:
                 compacted=call.params.get(compaction.SHAPE) == compaction.COMPACTED,
             ),
             preview,
-            EventWriter() if exchange.stream else None,
+            call.responder.writer() if exchange.stream else None,
         )
         if joined is not None:
             output.translator.echo["conversation"] = {"id": joined.conversation_id}
@@ -118,7 +128,9 @@ async def create_response(call: Call) -> Reply | None:
             pinned=pinned.decode("latin-1").strip() if pinned else None,
             affinity=affinity,
         )
-        if exchange.stream:
+        if not call.generate:
+            await _prewarm(call, output)
+        elif exchange.stream:
             await relay_stream(call, output, upstream)
         else:
             await _relay_json(exchange, output, upstream, model.first_token_timeout)
@@ -136,6 +148,13 @@ async def create_response(call: Call) -> Reply | None:
             if release is not None:
                 await exchange.give_back(release)
     return None
+
+
+async def _prewarm(call: Call, output: Output) -> None:
+    """A response that only starts and ends: its id continues a chain."""
+    assert output.writer is not None
+    await call.responder.start_stream()
+    await call.responder.chunk(output.writer.encode(output.translator.start()))
 
 
 async def _relay_json(
@@ -291,9 +310,11 @@ async def _model(caller: Caller, name: str) -> ModelEntry:
     return model
 
 
-def _store_decision(request: CreateResponse, caller: Caller, exchange: Exchange) -> bool:
+def _store_decision(
+    request: CreateResponse, caller: Caller, exchange: Exchange, *, continued: bool = False
+) -> bool:
     if caller.retention_policy != "store":
-        if request.previous_response_id is not None:
+        if request.previous_response_id is not None and not continued:
             raise invalid(
                 "previous_response_id cannot be used: this organisation stores nothing "
                 "(zero data retention). Send the whole conversation as input items.",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from responses_api.backends.sse import EventWriter
 from responses_api.gateway.exchange import Exchange
 from responses_api.protocol.errors import ApiError
 
@@ -51,6 +52,10 @@ class Responder:
 
     async def error(self, error: ApiError) -> None:
         await self.json(error.status, error.to_bytes(), error.headers)
+
+    def writer(self) -> EventWriter:
+        """What encodes this response's events: Server-Sent Events here."""
+        return EventWriter()
 
     async def start_stream(self) -> None:
         headers = [

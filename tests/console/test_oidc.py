@@ -232,6 +232,18 @@ def test_a_callback_without_a_started_sign_in_is_refused(configure, people):
     assert "Start again from the sign-in page" in answer.content.decode()
 
 
+def test_a_callback_with_another_state_is_a_bad_request(configure, provider, people):
+    set_user(provider, "ann-sub", email="ann@acme.test", email_verified=True)
+    client = Client()
+    authorize = client.get("/console/oidc/start/")["Location"]
+    approved = httpx.post(authorize, data={"sub": "ann-sub"})
+    code = approved.headers["location"].split("code=")[1].split("&")[0]
+    forged = client.get(f"/console/oidc/callback/?code={code}&state=not-the-one")
+    assert forged.status_code == 400
+    assert signed_in_as(client) is None
+    assert not User.objects.filter(username="ann@acme.test").exists()
+
+
 def test_an_unreachable_provider_is_a_page_not_an_error(configure, settings, people):
     from tests.conftest import free_port
 

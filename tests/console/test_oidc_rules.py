@@ -4,7 +4,10 @@ roles an identity's e-mail domain and groups grant."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 import environ
 import pytest
@@ -14,6 +17,7 @@ from accounts.models import Membership
 from accounts.oidc_rules import ROLES, Rule, claim_values, grants_for, rules_parse
 from config.settings import secret
 from config.settings_sso import PASSWORD_BACKEND, SSO_BACKEND, sign_in_backends, sso_config
+from tests.conftest import ROOT
 
 
 def _read(monkeypatch, **variables: str):
@@ -109,6 +113,7 @@ def test_single_sign_on_reads_its_settings(monkeypatch, tmp_path):
     assert config is not None
     assert config.issuer == "https://id.example/realms/acme"
     assert (config.client_id, config.client_secret) == ("switchyard", "s3cret")
+    assert "s3cret" not in repr(config)
     assert config.provider_name == "Acme ID"
     assert config.scopes == "openid email profile"
     assert config.sign_algo == "RS256"
@@ -153,3 +158,32 @@ def test_password_login_off_drops_the_password_backend(monkeypatch):
     assert sign_in_backends(sso=config, password_login=False) == [SSO_BACKEND]
     with pytest.raises(ImproperlyConfigured, match="SWITCHYARD_PASSWORD_LOGIN"):
         sign_in_backends(sso=None, password_login=False)
+
+
+def _settings_of_a_process(**variables: str) -> subprocess.CompletedProcess[str]:
+    """Django's settings as a process given ``variables`` loads them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHYARD_OIDC_")}
+    env.update(variables)
+    show = (
+        "import json, django; django.setup(); from django.conf import settings as s; "
+        "print(json.dumps([s.AUTHENTICATION_BACKENDS, s.SWITCHYARD_PASSWORD_LOGIN, "
+        "s.SWITCHYARD_SSO and s.SWITCHYARD_SSO.provider_name]))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", show], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_a_process_signs_in_as_its_environment_says():
+    off = _settings_of_a_process()
+    assert json.loads(off.stdout) == [[PASSWORD_BACKEND], True, None]
+    on = _settings_of_a_process(
+        SWITCHYARD_OIDC_ISSUER="https://id.example",
+        SWITCHYARD_OIDC_CLIENT_ID="switchyard",
+        SWITCHYARD_OIDC_PROVIDER_NAME="Acme ID",
+        SWITCHYARD_PASSWORD_LOGIN="false",
+    )
+    assert json.loads(on.stdout) == [[SSO_BACKEND], False, "Acme ID"]
+    refused = _settings_of_a_process(SWITCHYARD_PASSWORD_LOGIN="false")
+    assert refused.returncode != 0
+    assert "SWITCHYARD_PASSWORD_LOGIN=false leaves no way to sign in" in refused.stderr

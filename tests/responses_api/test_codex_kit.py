@@ -89,7 +89,7 @@ def test_config_and_profile_parse_and_say_what_codex_needs():
     assert config == {
         "model_providers": {
             "switchyard": {
-                "name": "Switchyard",
+                "name": "OpenAI",
                 "base_url": "https://ai.example.com/v1",
                 "env_key": "SWITCHYARD_API_KEY",
                 "wire_api": "responses",

@@ -1,0 +1,360 @@
+"""WebSocket mode: ``GET /v1/responses`` upgraded, many responses on one socket.
+
+The client (Codex, the OpenAI SDK's ``responses.connect()``) sends
+``{"type": "response.create", ...}`` text frames, each the body of a
+``POST /v1/responses`` (``stream`` is implied); every event of the answer
+comes back as one text frame holding the JSON object an SSE ``data:`` line
+would hold. Each ``response.create`` is one request as HTTP knows it: the same
+``relay.create_response`` (limits, routing, failover, translation), the same
+ending, one usage row (method ``WS``), a 499 row when the socket closes while
+it runs. Only the writer differs (``websocket_frames``).
+
+The key is checked when the socket opens and again, from the cache, before
+each ``response.create``, so a revoked key stops the next turn. A refusal is
+one ``error`` frame (the OpenAI envelope with the HTTP status it would have
+had) followed by the close. Responses run one after another, in the order
+their frames arrived. A socket lives at most
+``SWITCHYARD_WEBSOCKET_MAX_SECONDS`` (60 minutes): then, once the response
+under way has ended, it gets the ``websocket_connection_limit_reached``
+error and is closed, and the client opens a new one. A draining process
+closes its sockets the same way (``server_shutting_down``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+import orjson
+from django.conf import settings
+
+from responses_api.access.auth import authenticate, cached_caller, key_from_headers
+from responses_api.gateway.call import Call
+from responses_api.gateway.consumers import Receive, Send
+from responses_api.gateway.draining import drain, shutting_down
+from responses_api.gateway.ending import end_exchange
+from responses_api.gateway.exchange import Client, Exchange, new_request_id
+from responses_api.gateway.relay import MAX_DEPTH, create_response
+from responses_api.gateway.websocket_chain import LocalChain
+from responses_api.gateway.websocket_frames import (
+    FrameWriter,
+    SocketResponder,
+    SocketState,
+    error_frame,
+    header_map,
+)
+from responses_api.protocol.errors import ApiError, body_too_large, invalid, too_deep
+from responses_api.runtime.metrics import unauthenticated_observe
+
+log = logging.getLogger("switchyard.requests")
+
+PATH = re.compile(r"^/(?:api/)?v1/responses/?$")
+ENDPOINT = "/responses"
+METHOD = "WS"  # the usage row's method of a response.create
+
+# Close codes. Autobahn (daphne) lets an application send only 1000 and the
+# private range 4000-4999: a socket refused closes with 4000 plus the HTTP
+# status its error frame carries (4401 for a bad key), one the server ends
+# (connection limit, draining, a bug) with 1000 after its error frame.
+NORMAL = 1000
+
+
+def refused(error: ApiError) -> int:
+    return 4000 + error.status
+
+
+# Frames a client may send that ask for no response.
+IGNORED = frozenset({"response.processed"})
+
+
+def limit_reached() -> ApiError:
+    minutes = settings.SWITCHYARD_WEBSOCKET_MAX_SECONDS / 60
+    return ApiError(
+        400,
+        f"Responses websocket connection limit reached ({minutes:g} minutes). "
+        "Create a new websocket connection to continue.",
+        code="websocket_connection_limit_reached",
+    )
+
+
+def not_found(path: str) -> ApiError:
+    return ApiError(
+        404,
+        f"Unknown WebSocket URL: {path[:200]}. WebSocket mode is served at /v1/responses.",
+        code="unknown_url",
+    )
+
+
+class ResponsesSocket:
+    """The ASGI application of every WebSocket the server accepts."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        connection = Connection(scope, receive, send)
+        try:
+            await connection.run()
+        except Exception:  # a bug: the socket closes, the process goes on
+            log.exception("WebSocket connection failed")
+            await connection.close(NORMAL)
+
+
+class Frame:
+    """One client frame: the body of a ``response.create``, or why it is none."""
+
+    __slots__ = ("body", "error", "generate", "kind")
+
+    def __init__(self, message: dict[str, Any]) -> None:
+        self.kind = ""
+        self.body = b""
+        self.generate = True
+        self.error: ApiError | None = None
+        try:
+            self._read(message)
+        except ApiError as error:
+            self.error = error
+
+    def _read(self, message: dict[str, Any]) -> None:
+        text = message.get("text")
+        if text is None:
+            raise invalid("Send JSON text frames; binary frames are not read.", code="invalid_json")
+        cap = settings.SWITCHYARD_MAX_BODY_BYTES
+        if len(text) * 4 > cap and len(text.encode()) > cap:
+            raise body_too_large(cap)
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise invalid(f"The frame is not valid JSON: {exc}.", code="invalid_json") from None
+        if not isinstance(data, dict):
+            raise invalid("A frame must be a JSON object.", code="invalid_json")
+        self.kind = kind = data.pop("type", None)
+        if kind in IGNORED:
+            return
+        if kind != "response.create":
+            raise invalid(
+                f"Unknown event type {str(kind)[:100]!r}: send 'response.create'.",
+                param="type",
+                code="invalid_event_type",
+            )
+        generate = data.pop("generate", True)
+        if not isinstance(generate, bool):
+            raise invalid("generate must be true or false.", param="generate")
+        if data.get("background"):
+            raise invalid("background is not available over WebSocket.", param="background")
+        data.pop("stream_id", None)
+        data["stream"] = True  # implied: every answer is a stream of events
+        self.generate = generate
+        try:
+            self.body = orjson.dumps(data)
+        except orjson.JSONEncodeError:
+            raise too_deep(MAX_DEPTH) from None
+
+
+class _Stop:
+    """What ends the queue of frames: the connection limit, or draining."""
+
+    def __init__(self, error: ApiError) -> None:
+        self.error = error
+
+
+class Connection:
+    """One socket: its key, its chain, and its frames, answered in order."""
+
+    def __init__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        self.scope = scope
+        self.receive = receive
+        self.send = send
+        self.headers = header_map(scope)
+        client = scope.get("client")
+        self.client = Client.from_headers(self.headers, client[0] if client else None)
+        self.key = key_from_headers(self.headers)
+        self.state = SocketState()
+        self.chain = LocalChain()
+        self.frames: asyncio.Queue[dict[str, Any] | _Stop] = asyncio.Queue()
+        self.turn: asyncio.Task[None] | None = None
+
+    async def run(self) -> None:
+        if (await self.receive())["type"] != "websocket.connect":
+            return
+        await self.send({"type": "websocket.accept"})
+        refusal = await self._refusal()
+        if refusal is not None:
+            await self.refuse(refusal, refused(refusal))
+            return
+        loop = asyncio.get_running_loop()
+        limit = loop.call_later(
+            settings.SWITCHYARD_WEBSOCKET_MAX_SECONDS,
+            self.frames.put_nowait,
+            _Stop(limit_reached()),
+        )
+        drain.sockets.add(self)
+        worker = asyncio.ensure_future(self._work())
+        try:
+            while not worker.done():
+                reading = asyncio.ensure_future(self.receive())
+                await asyncio.wait((reading, worker), return_when=asyncio.FIRST_COMPLETED)
+                if not reading.done():
+                    reading.cancel()
+                    break
+                message = reading.result()
+                if message["type"] == "websocket.disconnect":
+                    self.state.closed = True
+                    break
+                if message["type"] == "websocket.receive":
+                    self.frames.put_nowait(dict(message))
+        finally:
+            limit.cancel()
+            drain.sockets.discard(self)
+            if not worker.done():
+                worker.cancel()
+                await asyncio.gather(worker, return_exceptions=True)
+            await self.close(NORMAL)
+
+    def shut(self) -> None:
+        """The process drains: close once the response under way has ended."""
+        self.frames.put_nowait(_Stop(shutting_down()))
+
+    async def _refusal(self) -> ApiError | None:
+        path = self.scope.get("path", "")
+        if not PATH.match(path):
+            return not_found(path)
+        if drain.draining:
+            return shutting_down()
+        try:
+            await self._caller()
+        except ApiError as error:
+            return error
+        return None
+
+    async def _caller(self) -> Any:
+        return cached_caller(self.key) or await authenticate(self.key)
+
+    async def refuse(self, error: ApiError, code: int) -> None:
+        """An error frame, then the close. Before a key was accepted, the
+        refusal is counted and logged as an HTTP one is (no usage row)."""
+        if error.status == 401:
+            unauthenticated_observe(reason=error.code or error.type)
+            log.info(
+                "request refused",
+                extra={
+                    "switchyard": {
+                        "method": "GET",
+                        "endpoint": ENDPOINT,
+                        "status": error.status,
+                        "reason": error.code,
+                        "client_ip": self.client.ip,
+                    }
+                },
+            )
+        await self._send_text(error_frame(error))
+        await self.close(code)
+
+    async def _send_text(self, text: str) -> None:
+        if not self.state.closed:
+            await self.send({"type": "websocket.send", "text": text})
+
+    async def close(self, code: int) -> None:
+        if self.state.closed:
+            return
+        self.state.closed = True
+        try:
+            await self.send({"type": "websocket.close", "code": code})
+        except Exception:
+            log.debug("the socket could not be closed", exc_info=True)
+
+    async def _work(self) -> None:
+        """Answer the frames one at a time; each response.create in a task
+        of its own, which draining tracks and a disconnect cancels."""
+        while True:
+            message = await self.frames.get()
+            if isinstance(message, _Stop):
+                await self.refuse(message.error, NORMAL)
+                return
+            frame = Frame(message)
+            if frame.kind in IGNORED and frame.error is None:
+                continue
+            self.turn = asyncio.ensure_future(self._turn(frame))
+            try:
+                await self.turn
+            except asyncio.CancelledError:
+                if self.turn.cancelled() and not self.state.closed:
+                    continue  # ended by draining's deadline: its ending is written
+                raise
+            finally:
+                self.turn = None
+            if self.state.closed:
+                return
+
+    async def _turn(self, frame: Frame) -> None:
+        exchange = Exchange(
+            request_id=new_request_id(), endpoint=ENDPOINT, method=METHOD, client=self.client
+        )
+        call = Call(exchange, SocketResponder(self.send, exchange, self.state), self.headers)
+        call.chain = self.chain
+        try:
+            exchange.authenticated(await self._caller())
+        except ApiError as error:  # the key was revoked since the socket opened
+            await self.refuse(error, refused(error))
+            return
+        if drain.draining:
+            await self.refuse(shutting_down(), NORMAL)
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        drain.track(task, exchange)
+        try:
+            await self._answer(call, frame)
+        except Exception as exc:  # a bug: the turn still ends, with its row
+            await _salvage(call, exc)
+        finally:
+            writer = call.output.writer if call.output is not None else None
+            last = writer.last if isinstance(writer, FrameWriter) else None
+            self.chain.answered(last.get("response") if last is not None else None)
+            if exchange.releases:
+                await exchange.give_back_held()
+
+    async def _answer(self, call: Call, frame: Frame) -> None:
+        exchange = call.exchange
+        error: ApiError | None = frame.error
+        detail = ""
+        if error is None:
+            call.body, call.generate = frame.body, frame.generate
+            try:
+                await create_response(call)
+            except ApiError as raised:
+                error = raised
+            except asyncio.CancelledError:
+                if not exchange.shutdown:
+                    exchange.client_gone()
+                    await asyncio.shield(end_exchange(call))
+                    raise
+                error = shutting_down()
+                exchange.cut_by_shutdown()
+            except Exception as exc:  # never a traceback to the client
+                log.exception("request %s failed", exchange.request_id)
+                error = _server_error()
+                detail = f"{type(exc).__name__}: {exc}"
+        await end_exchange(call, error=error, detail=detail)
+
+
+def _server_error() -> ApiError:
+    return ApiError(
+        500, "The server had an error while processing the request.", code="server_error"
+    )
+
+
+async def _salvage(call: Call, exc: Exception) -> None:
+    """A turn whose own ending failed: the row is handed over if it was
+    not, and the client gets an error frame if its response did not end."""
+    exchange, responder = call.exchange, call.responder
+    log.error("request %s failed", exchange.request_id, exc_info=exc)
+    error = _server_error()
+    try:
+        if not exchange.submitted:
+            if exchange.outcome.status != 499:
+                exchange.fail(error, cause=f"{type(exc).__name__}: {exc}")
+            await exchange.submit()
+        if not responder.finished:
+            await responder.error(error)
+    except Exception:
+        log.exception("request %s could not be ended", exchange.request_id)
