@@ -2,6 +2,7 @@
 
     python bench/instructions.py [--requests 100] [--streams 20] [--paced 3]
     python bench/instructions.py --server-patches all --server-patches -eager_writes ...
+    python bench/instructions.py --otel
 
 CPU time moves by ±20 % between runs on a shared machine; the number of
 instructions a request executes does not (±0.3 % here, with
@@ -16,6 +17,10 @@ have a thread of their own). It compares code versions;
 it is not a time: an instruction of C costs less than one of Python's
 interpreter, and system calls are not counted. Needs valgrind (Debian's
 ``valgrind`` package).
+
+``--otel`` counts a gateway that traces every request (to a sink,
+``bench/otel_sink.py``) beside one that does not, and ends with the table
+of both; the exporter's thread is counted too.
 
 ``--server-patches SPEC``, repeated, runs one gateway per value of
 ``SWITCHYARD_SERVER_PATCHES`` (config/patches.py) in turn against the same
@@ -44,9 +49,12 @@ from run import (  # noqa: E402
     bench_env,
     free_port,
     gateway_command,
+    otel_stats,
     provision,
     start,
     start_fake_backend,
+    start_otel_sink,
+    traced_env,
 )
 
 
@@ -158,6 +166,37 @@ def patch_table(results: dict[str, dict[str, list[float]]]) -> str:
     return "\n".join(lines)
 
 
+async def traced_and_not(
+    args, env: dict[str, str], key: str, logs: Path, store_key: str
+) -> dict[str, dict[str, list[float]]]:
+    """One gateway untraced, then one tracing every request: all threads
+    per request, each against the untraced count."""
+    sink = start_otel_sink(env, logs)
+    try:
+        results = {"untraced": await measure(args, env, key, logs, store_key)}
+        print("traced (OTEL_EXPORTER_OTLP_ENDPOINT set):", flush=True)
+        results["traced"] = await measure(args, traced_env(env, sink), key, logs, store_key)
+        print(f"the sink received: {otel_stats(sink)}")
+    finally:
+        sink.stop()
+    names = {"nonstream": 1, "stream200": 200, "paced50": 200}
+    lines = [
+        "| scenario | untraced, all threads | traced, all threads | added |",
+        "|---|---|---|---|",
+    ]
+    for name, tokens in names.items():
+        if name not in results["untraced"]:
+            continue
+        off, on = sum(results["untraced"][name]), sum(results["traced"][name])
+        unit = "per request" if tokens == 1 else "per stream"
+        lines.append(
+            f"| {name} ({unit}) | {off / 1e6:.3f} M | {on / 1e6:.3f} M | "
+            f"{(on - off) / 1e6:+.3f} M ({(on - off) / off:+.1%}) |"
+        )
+    print("\n".join(lines))
+    return results
+
+
 async def main_async(args) -> dict:
     if not shutil.which("valgrind"):
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
@@ -177,6 +216,8 @@ async def main_async(args) -> dict:
             "--store-ttl-hours",
             "1",
         )
+        if args.otel:
+            return await traced_and_not(args, env, key, logs, store_key)
         if not args.server_patches:
             return await measure(args, env, key, logs, store_key)
         results = {}
@@ -200,6 +241,9 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=20, help="200-token streams")
     parser.add_argument(
         "--paced", type=int, default=3, help="200-token streams at 50 tokens/s (a read per token)"
+    )
+    parser.add_argument(
+        "--otel", action="store_true", help="count a traced gateway beside an untraced one"
     )
     parser.add_argument(
         "--server-patches",

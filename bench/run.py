@@ -1,6 +1,6 @@
 """Switchyard's benchmark: the same load, direct to a backend and through the gateway.
 
-    python bench/run.py [--quick] [--slow-seconds 60] [--with-litellm] [--profile SCENARIO]
+    python bench/run.py [--quick] [--slow-seconds 60] [--with-litellm] [--profile SCENARIO] [--otel]
 
 Starts a fake Chat Completions backend, Switchyard under daphne (one process;
 PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set, else a bench SQLite
@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -230,6 +231,29 @@ def start_fake_backend(env: dict[str, str], logs: Path) -> Server:
     port = free_port()
     command = [sys.executable, str(BENCH / "fake_backend.py"), "--port", str(port)]
     return start("fake-backend", command, port, env, logs)
+
+
+def start_otel_sink(env: dict[str, str], logs: Path) -> Server:
+    """An OTLP collector stand-in (bench/otel_sink.py) that counts the spans."""
+    port = free_port()
+    command = [sys.executable, str(BENCH / "otel_sink.py"), "--port", str(port)]
+    return start("otel-sink", command, port, env, logs)
+
+
+def traced_env(env: dict[str, str], sink: Server) -> dict[str, str]:
+    """``env`` with traces of every request exported to ``sink``, batched
+    every half second (the SDK's default is 5 s: a count of the export's
+    instructions must not miss the last batch)."""
+    return {
+        **env,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink.port}",
+        "OTEL_BSP_SCHEDULE_DELAY": "500",
+    }
+
+
+def otel_stats(sink: Server) -> dict[str, int]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{sink.port}/stats", timeout=10) as answer:
+        return json.loads(answer.read())
 
 
 def gateway_command(port: int) -> list[str]:
@@ -782,6 +806,12 @@ async def main_async(args) -> dict:
             env, backend_url, "bench-store", "--retention", "store", "--store-ttl-hours", "1"
         )
         since = time.time()
+        sink = None
+        if args.otel:
+            sink = start_otel_sink(env, logs)
+            servers.append(sink)
+            env = traced_env(env, sink)
+            mode += ", traces exported"
         daphne = start_gateway(args.processes, env, logs, args.usage_writer)
         servers.append(daphne)
         port = daphne.port
@@ -913,6 +943,8 @@ async def main_async(args) -> dict:
             "usage_rows": {"expected": through, "found": rows},
             "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
             "client_priority": client,
+            # Spans received by the sink: five per request served.
+            "otel": otel_stats(sink) if sink is not None else None,
         }
     finally:
         for server in reversed(servers):
@@ -1175,6 +1207,11 @@ def markdown(report: dict) -> str:
         f"- gateway memory after the run: RSS {memory['rss_mb']} MB, "
         f"peak {memory['peak_rss_mb']} MB"
     )
+    if otel := report.get("otel"):
+        lines.append(
+            f"- traces: the sink received {otel['spans']} spans in {otel['exports']} exports "
+            f"({otel['bytes'] / 1e6:.1f} MB)"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -1233,6 +1270,11 @@ def main() -> None:
         help="leave the load generator at normal priority (see realtime())",
     )
     parser.add_argument("--profile", help="record a py-spy profile of this scenario's gateway run")
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="trace every request (OTEL_EXPORTER_OTLP_ENDPOINT) to a sink of its own",
+    )
     args = parser.parse_args()
     if args.slow_seconds is None:
         args.slow_seconds = 5.0 if args.quick else 60.0

@@ -178,7 +178,7 @@ class BackendCall:
 class RequestTrace:
     """The spans of one request: its own and those of its backend calls."""
 
-    __slots__ = ("calls", "context", "span", "timing", "waited_ms")
+    __slots__ = ("calls", "context", "queued", "span", "timing", "waited_ms")
 
     def __init__(self, span: Span, context: Context, timing: Timing) -> None:
         self.span = span
@@ -187,6 +187,7 @@ class RequestTrace:
         self.calls: list[BackendCall] = []
         # The queue wait already shown as spans.
         self.waited_ms = 0.0
+        self.queued = False
 
     def backend_call(self, host: str, port: int | None, model: str) -> BackendCall:
         """A backend call starts: the queue wait before it becomes a span."""
@@ -209,11 +210,16 @@ class RequestTrace:
         return call
 
     def queue_span(self, until: float) -> None:
-        """The queue wait recorded since the last one, ending at ``until``."""
-        waited = (self.timing.queue_wait_ms or 0.0) - self.waited_ms
-        if waited <= 0 or tracer is None or not self.span.is_recording():
+        """The queue wait recorded since the last one, ending at ``until``:
+        a request that asked for a backend slot has at least one, if only
+        of a few microseconds."""
+        total = self.timing.queue_wait_ms
+        if total is None or tracer is None or not self.span.is_recording():
             return
-        self.waited_ms += waited
+        waited = total - self.waited_ms
+        if waited <= 0 and self.queued:
+            return
+        self.waited_ms, self.queued = total, True
         timing = self.timing
         span = tracer.start_span(
             "queue wait",
