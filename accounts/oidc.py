@@ -21,13 +21,15 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.db import transaction
+from django.utils import timezone
 from django.utils.functional import lazy
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend  # type: ignore[import-untyped]
 from mozilla_django_oidc.utils import import_from_settings  # type: ignore[import-untyped]
 
 from accounts.audit import Actor
-from accounts.models import AuditEntry, Membership, Organisation
+from accounts.models import AuditEntry, Invitation, Membership, Organisation
 from accounts.oidc_rules import ROLES, SsoConfig, claim_values, grants_for
+from accounts.services.invitations import invitation_join
 from accounts.services.members import member_add, member_ensure, member_role_set
 from accounts.validation import account_for_email
 
@@ -147,8 +149,9 @@ def identity_email(claims: dict[str, Any], config: SsoConfig) -> str:
 def sso_sign_in(*, claims: dict[str, Any]) -> User:
     """The account of a signed-in identity, with the memberships its rules
     grant: missing ones added, lower roles raised (none removed or lowered:
-    that stays with the organisation's admins). The account is created on
-    first sign-in unless ``create_users`` is off."""
+    that stays with the organisation's admins); pending invitations to its
+    address are accepted. The account is created on first sign-in unless
+    ``create_users`` is off and no invitation awaits it."""
     config = sso_config()
     email = identity_email(claims, config)
     grants = grants_for(
@@ -160,13 +163,29 @@ def sso_sign_in(*, claims: dict[str, Any]) -> User:
     organisations = {o.slug: o for o in Organisation.objects.filter(slug__in=grants)}
     for slug in grants.keys() - organisations.keys():
         logger.warning("Single sign-on rule names organisation %r, which does not exist.", slug)
+    invitations = list(
+        Invitation.objects.filter(
+            email__iexact=email,
+            accepted_at__isnull=True,
+            revoked_at__isnull=True,
+            expires_at__gt=timezone.now(),
+        ).select_related("organisation")
+    )
     user = account_for_email(email)
     if user is not None and not user.is_active:
         raise IdentityRefused(f"The account {email} is deactivated here.")
-    if user is None and not config.create_users:
-        raise IdentityRefused(f"No account here uses {email}. Ask an admin to add you.")
-    if not organisations and (user is None or not user.memberships.exists()):
+    if user is None and not (config.create_users or invitations):
+        raise IdentityRefused(f"No account here uses {email}. Ask an admin to invite you.")
+    if not (organisations or invitations) and (user is None or not user.memberships.exists()):
         raise IdentityRefused(f"{email} is not allowed into any organisation here.")
+    # The provider has verified the address an invitation was sent to: as
+    # good as following its link.
+    for invitation in invitations:
+        if user is None:
+            user = _grant(
+                None, email=email, organisation=invitation.organisation, role=invitation.role
+            )
+        invitation_join(invitation=invitation, user=user, source=AuditEntry.Source.SSO)
     for slug, organisation in sorted(organisations.items()):
         user = _grant(user, email=email, organisation=organisation, role=grants[slug])
     assert user is not None  # an organisation was granted, or the account existed

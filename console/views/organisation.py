@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.core.exceptions import ValidationError
@@ -47,6 +48,7 @@ from console.forms.organisation import (
 )
 from console.spend import organisation_month
 from console.views.base import SESSION_ORG, amounts_initial, page_of
+from console.views.signin import invitation_sso_page
 from responses_api.store.conversations import conversations_summary
 from responses_api.store.responses import responses_delete_all, responses_summary
 
@@ -193,6 +195,8 @@ def invitation_accept_page(request: HttpRequest, token: str) -> HttpResponse:
     account = invitation_account(invitation=invitation)
     if account is not None:
         return _invitation_join_page(request, invitation, account)
+    if not settings.SWITCHYARD_PASSWORD_LOGIN:
+        return invitation_sso_page(request, invitation)
     form = AcceptInvitationForm(request.POST or None, email=invitation.email)
     if request.method == "POST" and form.is_valid():
         try:

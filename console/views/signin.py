@@ -22,6 +22,7 @@ from mozilla_django_oidc.views import (  # type: ignore[import-untyped]
     OIDCAuthenticationRequestView,
 )
 
+from accounts.models import Invitation
 from accounts.oidc import REFUSAL_SESSION_KEY, provider_setting
 from console.forms.signin import LoginForm
 
@@ -108,3 +109,11 @@ class SsoCallbackView(OIDCAuthenticationCallbackView):  # type: ignore[misc]
                 else "The sign-in could not be completed. Start again from the sign-in page."
             )
         return sso_refused(request, reason, status=403)
+
+
+def invitation_sso_page(request: HttpRequest, invitation: Invitation) -> HttpResponse:
+    """An invitation for someone without an account while passwords are
+    off: there is no password to choose; signing in with the provider
+    accepts it (``accounts.oidc.sso_sign_in``)."""
+    context = {"invitation": invitation, "sso_provider": _provider_name()}
+    return render(request, "console/invitation_sso.html", context)

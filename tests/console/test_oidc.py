@@ -209,6 +209,42 @@ def test_a_rule_raises_a_role_but_never_lowers_one(configure, provider, people):
     ]
 
 
+def _invite(people, email: str, role: str = "viewer") -> str:
+    from accounts.audit import Actor
+    from accounts.services.invitations import invitation_create
+
+    actor = Actor.console(people["charlie"])
+    _invitation, token = invitation_create(
+        organisation=people["globex"], actor=actor, email=email, role=role
+    )
+    return f"/console/invitation/{token}/"
+
+
+def test_a_pending_invitation_admits_its_address_and_is_accepted(configure, provider, people):
+    configure(SWITCHYARD_OIDC_CREATE_USERS="false")
+    _invite(people, "Ivy@elsewhere.test")
+    set_user(provider, "ivy-sub", email="ivy@elsewhere.test", email_verified=True)
+    client = Client()
+    assert sso_sign_in(client, provider, "ivy-sub").status_code == 302
+    assert signed_in_as(client) == "ivy@elsewhere.test"
+    member = Membership.objects.get(user__username="ivy@elsewhere.test")
+    assert (member.organisation, member.role) == (people["globex"], "viewer")
+    assert member.organisation.invitations.get().status == "accepted"
+    # Spent: the next sign-in is let in by the membership, not the link.
+    assert sso_sign_in(Client(), provider, "ivy-sub").status_code == 302
+    assert Membership.objects.filter(user__username="ivy@elsewhere.test").count() == 1
+
+
+def test_with_passwords_off_an_invitation_asks_for_the_provider(configure, provider, people):
+    configure(password_login=False)
+    link = _invite(people, "ivy@elsewhere.test")
+    page = Client().get(link).content.decode()
+    assert "Sign in with Acme ID" in page
+    assert 'name="password1"' not in page
+    assert Client().post(link, {"password1": "x", "password2": "x"}).status_code == 200
+    assert not User.objects.filter(username="ivy@elsewhere.test").exists()
+
+
 def test_a_rule_naming_a_missing_organisation_grants_nothing(configure, provider, people):
     configure(SWITCHYARD_OIDC_DOMAINS="acme.test=nowhere:admin")
     set_user(provider, "ann-sub", email="ann@acme.test", email_verified=True)
