@@ -22,7 +22,7 @@ Admission reserves the request's worst case (``responses_api.usage.holds``)
 in the same atomic step as the check, so requests admitted together, in any
 number of web processes, cannot all see the same room under a limit; the
 usage row settles the reservation to what the request really cost
-(:func:`spend_settle`), in the round trip that hands the row over.
+(``holds.spend_settle``), in the round trip that hands the row over.
 
 A caller with no spend limit costs nothing here.
 """
