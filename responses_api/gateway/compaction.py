@@ -5,8 +5,7 @@ with compaction items and ``compaction_trigger``.
 ``/responses/compact`` is ``/responses`` with ``compaction_trigger``
 appended to the input, answered in the ``response.compaction`` shape: one
 path to the backend, the same limits, routing and usage row. Counting
-input tokens asks the backend's tokenizer where its dialect has one
-(``translate.dialects.TOKENIZE``), else estimates (``translate.compaction``).
+input tokens is ``auto_compact.count_tokens``.
 """
 
 from __future__ import annotations
@@ -16,10 +15,8 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from responses_api.backends.client import BackendError, post_json
 from responses_api.backends.routing import no_backend
-from responses_api.catalogue.addresses import backend_policy
-from responses_api.catalogue.catalog import Route
+from responses_api.gateway.auto_compact import count_tokens
 from responses_api.gateway.call import Call, Reply
 from responses_api.gateway.relay import _model, create_response, parse_request
 from responses_api.protocol.compact import CompactRequest, CountRequest
@@ -27,11 +24,7 @@ from responses_api.protocol.errors import from_validation_error, invalid
 from responses_api.store import continuation
 from responses_api.store.seal import reasoning_seal
 from responses_api.translate import compaction
-from responses_api.translate.dialects import TOKENIZE
-from responses_api.translate.request import ChatPlan, prepare_chat
-
-# Seconds a count waits for the backend's tokenizer before estimating.
-TOKENIZE_WITHIN = 10.0
+from responses_api.translate.request import prepare_chat
 
 
 def _object(call: Call) -> dict[str, Any]:
@@ -135,62 +128,3 @@ async def count_input_tokens(call: Call) -> Reply:
     return Reply(
         {"object": "response.input_tokens", "input_tokens": await count_tokens(route, plan)}
     )
-
-
-async def count_tokens(route: Route, plan: ChatPlan) -> int:
-    """The chat request's input tokens: from the backend's tokenizer when
-    its dialect has one and it answers, else the estimate."""
-    messages = plan.body["messages"]
-    tools = plan.body.get("tools")
-    counted = None
-    if TOKENIZE.get(route.backend.dialect):
-        try:
-            counted = await _tokenize(route, plan)
-        except BackendError:
-            counted = None
-    return counted if counted is not None else compaction.estimate_tokens(messages, tools)
-
-
-async def _tokenize(route: Route, plan: ChatPlan) -> int | None:
-    backend = route.backend
-    root = backend.base_url.rstrip("/").removesuffix("/v1")
-    policy = backend_policy(allow_private=getattr(backend, "allow_private", False))
-    kind = TOKENIZE[backend.dialect]
-    messages = plan.body["messages"]
-    if kind == "chat":
-        # vLLM: the chat template applied, tools included.
-        request: dict[str, Any] = {"model": plan.body["model"], "messages": messages}
-        if plan.body.get("tools"):
-            request["tools"] = plan.body["tools"]
-        status, answer = await post_json(
-            root,
-            "/tokenize",
-            request,
-            api_key=backend.api_key,
-            within=TOKENIZE_WITHIN,
-            policy=policy,
-        )
-        count = answer.get("count") if status == 200 and isinstance(answer, dict) else None
-        return count if isinstance(count, int) else None
-    # llama.cpp: the template applied first, then its text tokenized.
-    status, answer = await post_json(
-        root,
-        "/apply-template",
-        {"messages": messages},
-        api_key=backend.api_key,
-        within=TOKENIZE_WITHIN,
-        policy=policy,
-    )
-    prompt = answer.get("prompt") if status == 200 and isinstance(answer, dict) else None
-    if not isinstance(prompt, str):
-        return None
-    status, answer = await post_json(
-        root,
-        "/tokenize",
-        {"content": prompt, "add_special": True},
-        api_key=backend.api_key,
-        within=TOKENIZE_WITHIN,
-        policy=policy,
-    )
-    tokens = answer.get("tokens") if status == 200 and isinstance(answer, dict) else None
-    return len(tokens) if isinstance(tokens, list) else None

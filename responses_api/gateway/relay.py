@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from responses_api.access.auth import Caller
 from responses_api.backends.routing import affinity_key, no_backend
 from responses_api.catalogue.catalog import ModelEntry, get_catalog
-from responses_api.gateway import failover
+from responses_api.gateway import auto_compact, failover
 from responses_api.gateway.admission import admit
 from responses_api.gateway.call import Call, Output, Reply
 from responses_api.gateway.exchange import Exchange
@@ -102,6 +102,11 @@ async def create_response(call: Call) -> Reply | None:
         else None
     )
     try:
+        ahead = await auto_compact.ahead(
+            call, model=model, request=request, draft=draft, affinity=affinity
+        )
+        if ahead is not None:
+            request, draft = ahead.request, ahead.draft
         first = model.routes[0]
         # The plan for the first route gives the echoed settings; a stream
         # that starts while queued announces them.
@@ -110,9 +115,10 @@ async def create_response(call: Call) -> Reply | None:
             dialect=first.backend.dialect,
             extra_body=first.backend.extra_body,
         )
+        base = _translator(request, preview, store, response_id, quiet=not exchange.stream)
         output = call.output = Output(
             compacting.translator(
-                _translator(request, preview, store, response_id, quiet=not exchange.stream),
+                ahead.answer(base) if ahead is not None else base,
                 compacted=call.params.get(compaction.SHAPE) == compaction.COMPACTED,
             ),
             preview,

@@ -79,6 +79,14 @@ class TextConfig(Strict):
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
+class ContextManagement(Strict):
+    """Compact the conversation first when its input passes ``compact_threshold``
+    tokens (README, "Compaction")."""
+
+    type: Literal["compaction"]
+    compact_threshold: StrictInt | None = Field(default=None, ge=1, le=MAX_INT)
+
+
 class StreamOptions(Strict):
     include_obfuscation: StrictBool | None = None
     include_usage: StrictBool | None = None
@@ -138,10 +146,10 @@ class CreateResponse(BaseModel):
     truncation: Literal["auto", "disabled"] | None = None
     background: StrictBool | None = None
     client_metadata: dict[str, Any] | None = None
+    context_management: list[ContextManagement] | None = Field(default=None, max_length=1)
     conversation: StrictStr | ConversationRef | None = None
     # Refused with a 400 naming the parameter.
     prompt: Any = None
-    context_management: Any = None
 
     def conversation_id(self) -> str | None:
         conversation = self.conversation
@@ -187,7 +195,6 @@ class CreateResponse(BaseModel):
         refusals = {
             "background": self.background is True,
             "prompt": self.prompt is not None,
-            "context_management": self.context_management is not None,
             "top_logprobs": bool(self.top_logprobs),
             "truncation": self.truncation == "auto",
         }
@@ -221,7 +228,6 @@ class CreateResponse(BaseModel):
 REFUSAL_MESSAGES = {
     "background": "background mode is not supported: this server answers in the request.",
     "prompt": "Stored prompt templates ('prompt') are not supported.",
-    "context_management": "context_management is not supported.",
     "top_logprobs": "top_logprobs is not supported: backends' log probabilities are not relayed.",
     "truncation": "truncation 'auto' is not supported; only 'disabled'.",
 }

@@ -29,10 +29,10 @@ from responses_api.protocol.items import (
     MessageItem,
 )
 from responses_api.translate.events import Event
-from responses_api.translate.items import new_id
+from responses_api.translate.items import Item, new_id
 from responses_api.translate.sealing import ReasoningSeal, SealBroken
 from responses_api.translate.stream import StreamTranslator
-from responses_api.translate.token_usage import usage_dict
+from responses_api.translate.token_usage import Usage, usage_dict
 
 # The summarisation prompt, sent as the last user message after the
 # conversation. Fixed, so that a summary depends only on the conversation.
@@ -143,7 +143,7 @@ def resolve(request: CreateResponse, *, seal: ReasoningSeal, model_id: str) -> C
             items.append(MessageItem(role="user", content=summary_message(summary)))
             opened = True
         else:
-            if isinstance(item, MessageItem) and item.role == "user":
+            if isinstance(item, MessageItem) and item.role == "user" and not _summary(item):
                 kept.append(item)
             items.append(item)
     if not trigger:
@@ -153,6 +153,39 @@ def resolve(request: CreateResponse, *, seal: ReasoningSeal, model_id: str) -> C
     return Compacting(
         summarisation(request, items), trigger=True, kept=kept, seal=seal, model_id=model_id
     )
+
+
+def _summary(message: MessageItem) -> bool:
+    """Whether ``message`` is an earlier summary (a newer one replaces it)."""
+    return isinstance(message.content, str) and message.content.startswith(SUMMARY_PREFIX)
+
+
+def threshold(request: CreateResponse, context_window: int | None) -> int | None:
+    """The input tokens past which ``context_management`` compacts first:
+    its ``compact_threshold``, else 80% of the model's context window."""
+    for entry in request.context_management or ():
+        if entry.compact_threshold is not None:
+            return entry.compact_threshold
+        if context_window:
+            return context_window * 8 // 10
+    return None
+
+
+def after_compaction(request: CreateResponse, summary: str) -> CreateResponse:
+    """The request once compacted ahead of its answer: the summary, then
+    the user messages of its last turn (those after the last other item)."""
+    items = (
+        [MessageItem(role="user", content=request.input)]
+        if isinstance(request.input, str)
+        else list(request.input)
+    )
+    turn: list[InputItem] = []
+    for item in reversed(items):
+        if not (isinstance(item, MessageItem) and item.role == "user"):
+            break
+        turn.insert(0, item)
+    compacted = [MessageItem(role="user", content=summary_message(summary)), *turn]
+    return request.model_copy(update={"input": compacted, "previous_response_id": None})
 
 
 def summarisation(request: CreateResponse, items: list[InputItem]) -> CreateResponse:
@@ -265,3 +298,44 @@ def estimate_tokens(messages: list[dict[str, Any]], tools: Any) -> int:
     """The input's tokens where the backend cannot count them: a quarter of
     its JSON's bytes, the usual average for BPE vocabularies."""
     return (len(orjson.dumps(messages)) + (len(orjson.dumps(tools)) if tools else 0)) // 4
+
+
+class AheadTranslator(StreamTranslator):
+    """An answer after an automatic compaction (``context_management``): its
+    first output item is the compaction item, and its usage holds the
+    summary's too."""
+
+    def __init__(self, base: StreamTranslator, *, item: dict[str, Any], usage: Usage) -> None:
+        super().__init__(
+            response_id=base.response_id,
+            model=base.model,
+            echo=base.echo,
+            tools=base.tools,
+            max_tool_calls=base.max_tool_calls,
+            created_at=base.created_at,
+            quiet=base.quiet,
+            seal=base.seal,
+        )
+        self.items.append(Item("compaction", 0, item["id"], closed=True, done_item=item))
+        self.ahead = usage
+
+    def start(self, extras: dict[str, Any] | None = None) -> list[Event]:
+        item = self.items[0].done_item
+        started = super().start(extras)
+        for event in started:
+            event["response"]["output"] = []  # the item is announced next
+        return [
+            *started,
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+        ]
+
+    def final_usage(self) -> Usage:
+        own, ahead = super().final_usage(), self.ahead
+        return Usage(
+            own.input_tokens + ahead.input_tokens,
+            own.cached_tokens + ahead.cached_tokens,
+            own.output_tokens + ahead.output_tokens,
+            own.reasoning_tokens + ahead.reasoning_tokens,
+            reported=own.reported,
+        )

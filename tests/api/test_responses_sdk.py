@@ -280,7 +280,7 @@ REFUSALS = [
     ({"background": True}, "background"),
     ({"conversation": {"id": "conv_1"}}, "conversation"),
     ({"prompt": {"id": "pmpt_1"}}, "prompt"),
-    ({"context_management": [{"type": "compaction"}]}, "context_management"),
+    ({"context_management": [{"type": "truncate"}]}, "context_management[0].type"),
     ({"top_logprobs": 2}, "top_logprobs"),
     ({"truncation": "auto"}, "truncation"),
     ({"include": ["message.output_text.logprobs"]}, "include"),

@@ -459,7 +459,7 @@ def test_client_metadata_and_accepted_fields_never_reach_the_backend():
         ({"background": True}, "background"),
         ({"conversation": 5}, "conversation"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt"),
-        ({"context_management": [{"type": "compaction"}]}, "context_management"),
+        ({"context_management": [{"type": "truncate"}]}, "context_management[0].type"),
         ({"top_logprobs": 3}, "top_logprobs"),
         ({"truncation": "auto"}, "truncation"),
         ({"include": ["message.output_text.logprobs"]}, "include"),
