@@ -195,6 +195,10 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
     },
     "usage-purge": {"task": "responses_api.tasks.purge_usage", "schedule": 3600.0},
+    "background-reap": {
+        "task": "responses_api.tasks.reap_background_responses",
+        "schedule": 15.0,
+    },
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -334,6 +338,10 @@ SWITCHYARD_LOGIN_WINDOW_SECONDS = env.int("SWITCHYARD_LOGIN_WINDOW_SECONDS", def
 # Interval of repeated response.in_progress events while a stream waits.
 SWITCHYARD_KEEPALIVE_SECONDS = env.float("SWITCHYARD_KEEPALIVE_SECONDS", default=10.0)
 SWITCHYARD_QUEUE_TIMEOUT = env.float("SWITCHYARD_QUEUE_TIMEOUT", default=30.0)
+# Background responses (README): "celery" or "local" (empty: celery with Redis).
+SWITCHYARD_BACKGROUND_RUNNER = env.str("SWITCHYARD_BACKGROUND_RUNNER", default="")
+SWITCHYARD_BACKGROUND_TTL_SECONDS = env.int("SWITCHYARD_BACKGROUND_TTL_SECONDS", default=86400)
+SWITCHYARD_BACKGROUND_LEASE_SECONDS = env.float("SWITCHYARD_BACKGROUND_LEASE_SECONDS", default=10.0)
 # After SIGTERM a web process refuses new work and lets in-flight exchanges
 # finish for this long; those still running are then ended (response.failed).
 SWITCHYARD_SHUTDOWN_GRACE_SECONDS = env.float("SWITCHYARD_SHUTDOWN_GRACE_SECONDS", default=30.0)

@@ -35,3 +35,21 @@ def purge_usage() -> dict[str, int]:
 
     purged = usage_purge()
     return {"rows": purged.rows, "cells": purged.cells}
+
+
+@shared_task
+def run_background_response(organisation_id: int, response_id: str) -> None:
+    """Runs one queued background response to its end."""
+    from responses_api.gateway.background_run import run_to_end
+
+    run_to_end(organisation_id, response_id)
+
+
+@shared_task
+def reap_background_responses() -> int:
+    """Fails the background responses whose worker died (its lease ran out)."""
+    import asyncio
+
+    from responses_api.gateway.background_run import reap_expired
+
+    return asyncio.run(reap_expired())

@@ -229,7 +229,6 @@ def _request_schemas() -> dict[str, Any]:
     # Parameters the model parses only to refuse them: the document
     # states which values are accepted, so clients and fuzzers know.
     accepted: dict[str, dict[str, object]] = {
-        "background": {"enum": [False, None]},
         "top_logprobs": {"enum": [0, None]},
         "truncation": {"enum": ["disabled", None]},
     }

@@ -37,6 +37,7 @@ from responses_api.protocol.errors import (
     too_deep,
 )
 from responses_api.store import continuation, conversation_turns
+from responses_api.store.background import Replacing
 from responses_api.store.responses import Stored
 from responses_api.store.seal import reasoning_seal
 from responses_api.translate import compaction
@@ -47,11 +48,16 @@ from responses_api.translate.stream import StreamTranslator
 from responses_api.usage.ratelimit import estimate_tokens, limits_release
 
 
-async def create_response(call: Call) -> Reply | None:
+async def create_response(
+    call: Call, request: CreateResponse | None = None, *, background: str | None = None
+) -> Reply | None:
+    """``request`` when parsed already; ``background``: the id of the queued
+    background response this run answers (``background_run``)."""
     exchange = call.exchange
     caller = exchange.caller
     assert caller is not None
-    request = parse_request(call.body, call.headers)
+    if request is None:
+        request = parse_request(call.body, call.headers)
     exchange.asked(
         model=request.model,
         stream=bool(request.stream),
@@ -62,7 +68,7 @@ async def create_response(call: Call) -> Reply | None:
     # A WebSocket continues its own last response without the store.
     local = call.chain.continued(request) if call.chain is not None else None
     store = _store_decision(request, caller, exchange, continued=local is not None)
-    response_id = new_id("resp")
+    response_id = background or new_id("resp")
     previous: Stored | None = None
     references: dict[str, Any] = {}
     joined = await conversation_turns.join(caller, request) if request.conversation else None
@@ -77,7 +83,7 @@ async def create_response(call: Call) -> Reply | None:
         request = joined.prepend(request)
     affinity = _affinity(caller, model, request, previous, response_id if store else None)
     if store:
-        call.keep = continuation.Keep(
+        call.keep = (Replacing if background else continuation.Keep)(
             organisation_id=caller.organisation_id,
             ttl_hours=caller.store_ttl_hours,
             body=call.body,
@@ -374,6 +380,8 @@ def _translator(
         top_p=plan.body.get("top_p"),
         max_output_tokens=plan.max_output_tokens,
     )
+    if request.background:
+        echo["background"] = True
     return StreamTranslator(
         response_id=response_id,
         model=request.model,

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from responses_api.gateway.background import cancel, create, retrieve
 from responses_api.gateway.call import Handler
 from responses_api.gateway.compaction import compact_response, count_input_tokens
 from responses_api.gateway.conversations import CONVERSATION_OPERATIONS
@@ -23,9 +24,7 @@ from responses_api.gateway.endpoints import (
     list_input_items,
     list_models,
     not_served,
-    retrieve_response,
 )
-from responses_api.gateway.relay import create_response
 from responses_api.protocol.errors import ApiError
 
 # A schema of a body: the name of one in the document's components, or inline.
@@ -120,9 +119,15 @@ ROUTES: tuple[Route, ...] = (
         "/responses",
         {
             "POST": Operation(
-                create_response,
+                create,
                 "createResponse",
                 "Create a response (JSON, or Server-Sent Events with stream: true)",
+                description=(
+                    "With `background: true` (organisations that store responses only; "
+                    "otherwise a 400) the response is queued and answered at once with "
+                    "`status: queued`, or with `stream: true` its events are followed as "
+                    "they come; it runs on a worker."
+                ),
                 request="CreateResponse",
                 answer=(
                     "The response; with `stream: true` an event stream of "
@@ -189,12 +194,17 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "/responses/{response_id}",
         {
-            "GET": _stored(
-                retrieve_response,
+            "GET": Operation(
+                retrieve,
                 "getResponse",
-                "Retrieve a stored response",
-                answer="The stored response.",
-                schema="Response",
+                "Retrieve a stored response, or replay a background response's events",
+                "Only for organisations whose retention policy stores responses; otherwise "
+                "404. Query: `stream=true` replays a background response's events as "
+                "Server-Sent Events and follows them to the end, from the event after "
+                "`starting_after` (a `sequence_number`).",
+                answer="The stored response, or its events.",
+                content={"application/json": "Response", "text/event-stream": "StreamEvent"},
+                errors=(400, 401, 404),
             ),
             "DELETE": _stored(
                 delete_response,
@@ -203,6 +213,21 @@ ROUTES: tuple[Route, ...] = (
                 answer="Deleted.",
                 schema={"type": "object"},
             ),
+        },
+    ),
+    Route(
+        "/responses/{response_id}/cancel",
+        {
+            "POST": Operation(
+                cancel,
+                "cancelResponse",
+                "Cancel a background response",
+                "Only responses created with `background: true`; another is a 400, as "
+                "is one that has already ended (a cancelled one is answered again).",
+                answer="The response, cancelled.",
+                content={"application/json": "Response"},
+                errors=(400, 401, 404),
+            )
         },
     ),
     Route(

@@ -193,7 +193,6 @@ class CreateResponse(BaseModel):
     @model_validator(mode="after")
     def _refused(self) -> CreateResponse:
         refusals = {
-            "background": self.background is True,
             "prompt": self.prompt is not None,
             "top_logprobs": bool(self.top_logprobs),
             "truncation": self.truncation == "auto",
@@ -226,7 +225,6 @@ class CreateResponse(BaseModel):
 
 
 REFUSAL_MESSAGES = {
-    "background": "background mode is not supported: this server answers in the request.",
     "prompt": "Stored prompt templates ('prompt') are not supported.",
     "top_logprobs": "top_logprobs is not supported: backends' log probabilities are not relayed.",
     "truncation": "truncation 'auto' is not supported; only 'disabled'.",

@@ -456,7 +456,7 @@ def test_client_metadata_and_accepted_fields_never_reach_the_backend():
         ({"max_tool_calls": 0}, "max_tool_calls"),
         ({"reasoning": {"max_tokens": -1}}, "reasoning.max_tokens"),
         ({"reasoning": {"effort": "extreme"}}, "reasoning.effort"),
-        ({"background": True}, "background"),
+        ({"background": "yes"}, "background"),
         ({"conversation": 5}, "conversation"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt"),
         ({"context_management": [{"type": "truncate"}]}, "context_management[0].type"),

@@ -1,0 +1,244 @@
+"""Background responses on the web side (README, "Background responses").
+
+``POST /v1/responses`` with ``background: true`` is checked as any request
+(the model, what it continues, its input), then stored at once with the
+status ``queued``, its first two events (``response.created``,
+``response.queued``) written to its event log, and handed to a worker
+(``background_run``); the request answers the queued response, or with
+``stream: true`` follows its events as they come. Its usage row is
+written when the work ends, by the worker: one row, with this request's id.
+
+``GET /v1/responses/{id}?stream=true&starting_after=N`` replays the events
+after ``N`` and follows the rest, from any web process;
+``POST /v1/responses/{id}/cancel`` cancels. Each read of a response still
+running checks that its worker lives (``background_run.reap``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import parse_qs
+
+from asgiref.sync import sync_to_async
+
+from responses_api.backends.routing import no_backend
+from responses_api.gateway import background_run
+from responses_api.gateway.background_job import encode_event, job_dump
+from responses_api.gateway.call import Call, Reply
+from responses_api.gateway.endpoints import retrieve_response
+from responses_api.gateway.relay import (
+    _affinity,
+    _model,
+    _translator,
+    create_response,
+    parse_request,
+)
+from responses_api.gateway.responder import Responder
+from responses_api.protocol.body import CreateResponse
+from responses_api.protocol.errors import ApiError, invalid
+from responses_api.store import continuation, events
+from responses_api.store import responses as store
+from responses_api.store.background import background_insert, background_update
+from responses_api.store.seal import reasoning_seal
+from responses_api.translate.items import new_id
+from responses_api.translate.request import prepare_chat
+
+# How long a follower waits for new events before it checks the worker lives.
+FOLLOW_WAIT = 2.0
+# How long a cancel waits for the worker to end the response.
+CANCEL_WAIT = 5.0
+TERMINAL = ("completed", "failed", "incomplete", "cancelled")
+
+
+async def create(call: Call) -> Reply | None:
+    """``POST /v1/responses``: queued when ``background`` is true, else relayed."""
+    request = parse_request(call.body, call.headers)
+    if not request.background:
+        return await create_response(call, request)
+    return await _queue(call, request)
+
+
+async def _queue(call: Call, request: CreateResponse) -> Reply | None:
+    exchange = call.exchange
+    caller = exchange.caller
+    assert caller is not None
+    exchange.asked(
+        model=request.model, stream=bool(request.stream), prompt_cache_key=request.prompt_cache_key
+    )
+    if caller.retention_policy != "store":
+        raise invalid(
+            "background responses are not available: this organisation stores nothing (zero "
+            "data retention), and a background response is stored while it runs so that it "
+            "can be retrieved. Send the request without background.",
+            param="background",
+        )
+    if request.store is False:
+        raise invalid(
+            "background requires store: a background response is stored so that it can be "
+            "retrieved. Leave store out or set it to true.",
+            param="store",
+        )
+    model = await _model(caller, request.model)
+    exchange.served_by(model)
+    if not model.routes:
+        raise no_backend(model, "it has no enabled backend")
+    prepared = await continuation.prepare(caller, request)
+    response_id = new_id("resp")
+    draft = prepare_chat(
+        prepared.request, limits=model.limits, seal=reasoning_seal(caller.organisation_id)
+    )
+    first = model.routes[0]
+    plan = draft.for_route(
+        upstream_model=first.upstream_name,
+        dialect=first.backend.dialect,
+        extra_body=first.backend.extra_body,
+    )
+    translator = _translator(request, plan, True, response_id, quiet=False)
+    snapshot = translator.response("queued", with_usage=False)
+    affinity = _affinity(caller, model, prepared.request, prepared.previous, response_id)
+    keep = continuation.Keep(
+        organisation_id=caller.organisation_id,
+        ttl_hours=caller.store_ttl_hours,
+        body=call.body,
+        instructions=prepared.request.instructions,
+        previous=prepared.previous,
+        references=prepared.references,
+        affinity=affinity or "",
+    )
+    await background_insert(keep, snapshot)
+    organisation_id = caller.organisation_id
+    await events.job_put(organisation_id, response_id, job_dump(call, snapshot))
+    opening = [
+        encode_event({"type": kind, "response": snapshot}, number)
+        for number, kind in enumerate(("response.created", "response.queued"))
+    ]
+    await events.append(organisation_id, response_id, 0, opening)
+    background_run.dispatch(organisation_id, response_id)
+    # The worker writes this request's row when the work ends.
+    exchange.submitted = True
+    if not exchange.stream:
+        return Reply(snapshot)
+    await _follow(call.responder, organisation_id, response_id, -1, snapshot)
+    return None
+
+
+# --- reading a background response ----------------------------------------------------
+
+
+def _query(call: Call) -> dict[str, str]:
+    return {k: v[-1] for k, v in parse_qs(call.query_string.decode("latin-1")).items()}
+
+
+def _not_found(response_id: str) -> ApiError:
+    # As ``endpoints``: nothing tells an unknown id from another organisation's.
+    return ApiError(
+        404, f"No response with id '{response_id}' was found.", code="response_not_found"
+    )
+
+
+async def _stored(call: Call) -> tuple[int, dict[str, Any]]:
+    """The caller's stored response named in the path: the organisation and
+    the response, reaped first when its worker died."""
+    caller = call.exchange.caller
+    assert caller is not None
+    response_id = call.params["response_id"]
+    if caller.retention_policy != "store":
+        raise ApiError(
+            404,
+            "Responses are not stored for this organisation (zero data retention), "
+            "so there is nothing to retrieve or cancel.",
+            code="response_not_found",
+        )
+    organisation_id = caller.organisation_id
+    stored = await sync_to_async(store.response_get)(
+        organisation_id=organisation_id, response_id=response_id
+    )
+    if stored is None:
+        raise _not_found(response_id)
+    response = stored.response
+    if (
+        response.get("background")
+        and response.get("status") in events.ACTIVE
+        and await background_run.reap(organisation_id, response_id, response)
+    ):
+        return await _stored(call)
+    return organisation_id, response
+
+
+async def retrieve(call: Call) -> Reply | None:
+    """``GET /v1/responses/{id}``, with ``stream`` and ``starting_after``."""
+    query = _query(call)
+    if query.get("stream", "").lower() not in ("true", "1"):
+        if call.exchange.caller is not None and call.exchange.caller.retention_policy == "store":
+            await _stored(call)  # a response whose worker died is failed first
+        return await retrieve_response(call)
+    after_text = query.get("starting_after", "-1")
+    try:
+        after = int(after_text)
+    except ValueError:
+        raise invalid("starting_after must be an integer.", param="starting_after") from None
+    organisation_id, response = await _stored(call)
+    if not response.get("background"):
+        raise invalid(
+            "Only background responses can be streamed again: this response was created "
+            "without background. GET it without stream for the response as JSON.",
+            param="stream",
+        )
+    call.exchange.asked(model=response.get("model", ""), stream=True, prompt_cache_key=None)
+    await _follow(call.responder, organisation_id, response["id"], after, response)
+    return None
+
+
+async def _follow(
+    responder: Responder,
+    organisation_id: int,
+    response_id: str,
+    after: int,
+    response: dict[str, Any],
+) -> None:
+    """Write the events after ``after``, then each new one, until the log
+    ends; check the worker lives whenever none came for ``FOLLOW_WAIT``."""
+    await responder.start_stream()
+    while True:
+        read = await events.read(organisation_id, response_id, after, wait=FOLLOW_WAIT)
+        if read.events:
+            after = read.events[-1][0]
+            await responder.chunk(b"".join(event for _, event in read.events))
+            continue
+        if read.ended:
+            break
+        await background_run.reap(organisation_id, response_id, response)
+    await responder.end_stream(b"")
+
+
+async def cancel(call: Call) -> Reply:
+    """``POST /v1/responses/{id}/cancel``: the response, cancelled."""
+    organisation_id, response = await _stored(call)
+    response_id = response["id"]
+    if not response.get("background"):
+        raise invalid("Only responses created with background can be cancelled.")
+    status = response.get("status")
+    if status == "cancelled":
+        return Reply(response)
+    if status in TERMINAL:
+        raise invalid(f"Cannot cancel a response whose status is '{status}'.")
+    call.exchange.asked(model=response.get("model", ""), stream=False, prompt_cache_key=None)
+    await events.cancel_request(organisation_id, response_id)
+    if await events.transition(organisation_id, response_id, "queued", "cancelled"):
+        # Not started: ended here (the worker that takes it only writes its row).
+        cancelled = {**response, "status": "cancelled"}
+        await sync_to_async(background_update)(
+            organisation_id=organisation_id, response_id=response_id, response=cancelled
+        )
+        number = await events.next_number(organisation_id, response_id)
+        await events.append(organisation_id, response_id, number, [], end=True)
+        return Reply(cancelled)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CANCEL_WAIT
+    while loop.time() < deadline:
+        if await events.state(organisation_id, response_id) not in events.ACTIVE:
+            break
+        await asyncio.sleep(background_run.CANCEL_POLL / 2)
+    organisation_id, response = await _stored(call)
+    return Reply(response)

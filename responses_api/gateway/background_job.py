@@ -1,0 +1,140 @@
+"""What a background response's create request hands its worker (:class:`Job`),
+and what stands in for the client's connection while the worker runs it
+(:class:`Sink`): see ``background_run``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import orjson
+from asgiref.sync import sync_to_async
+
+from responses_api.access.auth import Caller
+from responses_api.gateway.call import Call
+from responses_api.gateway.exchange import Client, Exchange
+from responses_api.store import events
+from responses_api.store.background import background_update
+
+# The create request wrote events 0 and 1 (response.created, response.queued).
+FIRST_WORKER_EVENT = 2
+
+
+def encode_event(event: dict[str, Any], number: int) -> bytes:
+    event["sequence_number"] = number
+    return b"event: %s\ndata: %s\n\n" % (event["type"].encode(), orjson.dumps(event))
+
+
+def job_dump(call: Call, snapshot: dict[str, Any]) -> bytes:
+    exchange = call.exchange
+    caller = exchange.caller
+    assert caller is not None
+    fields = {name: getattr(caller, name) for name in Caller.__dataclass_fields__}
+    fields["allowed_models"] = sorted(caller.allowed_models)
+    pinned = call.headers.get(b"x-backend-id")
+    return orjson.dumps(
+        {
+            "caller": fields,
+            "request_id": exchange.request_id,
+            "created_at": exchange.timing.created_at,
+            "client": list(exchange.client),
+            "pinned": pinned.decode("latin-1") if pinned else None,
+            "body": call.body.decode(),
+            "snapshot": snapshot,
+        },
+        default=str,
+    )
+
+
+@dataclass(slots=True)
+class Job:
+    caller: Caller
+    request_id: str
+    created_at: float
+    client: Client
+    pinned: str | None
+    body: bytes
+    snapshot: dict[str, Any]
+
+    @classmethod
+    def load(cls, data: bytes) -> Job:
+        job = orjson.loads(data)
+        fields = job["caller"]
+        for name in ("monthly_budget", "org_monthly_budget"):
+            if fields.get(name) is not None:
+                fields[name] = Decimal(fields[name])
+        if fields.get("expires_at") is not None:
+            fields["expires_at"] = datetime.fromisoformat(fields["expires_at"])
+        fields["allowed_models"] = frozenset(fields["allowed_models"])
+        return cls(
+            caller=Caller(**fields),
+            request_id=job["request_id"],
+            created_at=job["created_at"],
+            client=Client(*job["client"]),
+            pinned=job["pinned"],
+            body=job["body"].encode(),
+            snapshot=job["snapshot"],
+        )
+
+    def exchange(self) -> Exchange:
+        """The create request's exchange, again: its row is this one's."""
+        exchange = Exchange(
+            request_id=self.request_id, endpoint="/responses", method="POST", client=self.client
+        )
+        exchange.timing.created_at = self.created_at
+        exchange.authenticated(self.caller)
+        return exchange
+
+
+# --- the sink: the client's connection, for a worker -----------------------------------
+
+
+@dataclass(slots=True)
+class Sink:
+    """Takes what the handler writes to a client and keeps it in the
+    response's event log, numbered on; a JSON answer (an error before the
+    stream started) is kept aside for the run to end the response with."""
+
+    organisation_id: int
+    response_id: str
+    number: int = FIRST_WORKER_EVENT
+    status: int = 0
+    answer: bytes = b""
+    started: bool = False
+    ended: bool = False
+    last: dict[str, Any] = field(default_factory=dict)
+
+    async def send(self, message: Any) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            return
+        body = message.get("body", b"")
+        if self.status != 200 or not body.startswith(b"event:"):
+            self.answer += body
+            return
+        end = not message.get("more_body", False)
+        kept = []
+        for raw in body.split(b"\n\n"):
+            if not raw:
+                continue
+            data = raw.split(b"\ndata: ", 1)[1]
+            event = orjson.loads(data)
+            if event["type"] == "response.created":
+                continue  # the create request wrote it
+            if "response" in event:
+                self.last = event["response"]
+            kept.append(encode_event(event, self.number))
+            self.number += 1
+        if not self.started and self.last:
+            self.started = True
+            await sync_to_async(background_update)(
+                organisation_id=self.organisation_id,
+                response_id=self.response_id,
+                response=self.last,
+            )
+        await events.append(
+            self.organisation_id, self.response_id, self.number - len(kept), kept, end=end
+        )
+        self.ended = self.ended or end

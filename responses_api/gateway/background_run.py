@@ -1,0 +1,289 @@
+"""Running a background response, wherever it runs (README, "Background responses").
+
+A worker (a Celery task, or in the embedded default a thread of the web
+process) runs the queued request through the same handler as any
+``POST /v1/responses`` (``relay.create_response``), streamed, with a
+:class:`Sink` in place of the client's connection: each event goes to the
+response's event log (``store.events``), under the numbers that follow the
+two the create request wrote (``response.created`` and ``response.queued``).
+The ending is the usual one (``ending.end_exchange``): it stores the final
+response and hands over the usage row, which is the create request's own
+row (its request id), finished here with what the work produced.
+
+While it runs, a watch polls the cancel flag every ``CANCEL_POLL`` seconds
+(a cancel cancels the run, which aborts the backend request at once) and
+renews the worker's lease. A worker that dies stops renewing it; whoever
+looks next (a read of the response, a cancel, the ``reap_background_responses``
+beat task) ends the response as ``failed`` and writes its row (:func:`reap`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+import time
+from typing import Any
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from responses_api.gateway.background_job import Job, Sink, encode_event
+from responses_api.gateway.call import Call
+from responses_api.gateway.ending import end_exchange
+from responses_api.gateway.relay import create_response, parse_request
+from responses_api.gateway.responder import Responder
+from responses_api.protocol.errors import ApiError
+from responses_api.store import events
+from responses_api.store.background import background_update
+
+log = logging.getLogger(__name__)
+
+CANCEL_POLL = 0.2
+WORKER_LOST = (
+    "The worker running this background response stopped before it finished "
+    "(it was restarted or killed). Create the response again."
+)
+CANCELLED = "Cancelled (POST /v1/responses/{id}/cancel)"
+
+
+# --- the run --------------------------------------------------------------------------
+
+
+async def run(organisation_id: int, response_id: str) -> None:
+    """Run the queued response (the Celery task's and the local thread's work)."""
+    data = await events.job_get(organisation_id, response_id)
+    if data is None:
+        log.warning("background response %s: its job is gone", response_id)
+        return
+    job = Job.load(data)
+    exchange = job.exchange()
+    if not await events.transition(organisation_id, response_id, "queued", "in_progress"):
+        # Cancelled while queued (the cancel ended it): the row is still owed.
+        exchange.asked(model=job.snapshot.get("model", ""), stream=False, prompt_cache_key=None)
+        exchange.client_gone()
+        exchange.outcome = exchange.outcome._replace(note=CANCELLED)
+        await exchange.submit()
+        return
+    lease = settings.SWITCHYARD_BACKGROUND_LEASE_SECONDS
+    await events.lease_renew(organisation_id, response_id, lease)
+    sink = Sink(organisation_id, response_id)
+    headers = {b"content-type": b"application/json"}
+    if job.pinned:
+        headers[b"x-backend-id"] = job.pinned.encode("latin-1")
+    call = Call(exchange, Responder(sink.send, exchange), headers, body=job.body)
+    work = asyncio.ensure_future(_work(call, response_id))
+    cancelled = False
+    renewed = time.monotonic()
+    try:
+        while not work.done():
+            await asyncio.wait([work], timeout=CANCEL_POLL)
+            if work.done():
+                break
+            if not cancelled and await events.cancel_requested(organisation_id, response_id):
+                cancelled = True
+                work.cancel()
+            if time.monotonic() - renewed > lease / 3:
+                renewed = time.monotonic()
+                await events.lease_renew(organisation_id, response_id, lease)
+        await asyncio.wait([work])
+        await _ended(call, sink, job, cancelled=cancelled or work.cancelled())
+    finally:
+        await events.lease_drop(organisation_id, response_id)
+
+
+async def _work(call: Call, response_id: str) -> None:
+    """The handler and the ending, as the API's consumer runs them."""
+    exchange = call.exchange
+    error: ApiError | None = None
+    detail = ""
+    try:
+        request = parse_request(call.body, call.headers).model_copy(update={"stream": True})
+        await create_response(call, request, background=response_id)
+    except ApiError as raised:
+        error = raised
+    except asyncio.CancelledError:
+        exchange.client_gone()
+        exchange.outcome = exchange.outcome._replace(note=CANCELLED)
+        await asyncio.shield(end_exchange(call))
+        raise
+    except Exception as exc:  # a bug: the response still ends, failed
+        log.exception("background response %s failed", response_id)
+        error = ApiError(500, "The server had an error while processing the response.")
+        detail = f"{type(exc).__name__}: {exc}"
+    await end_exchange(call, error=error, detail=detail)
+
+
+async def _ended(call: Call, sink: Sink, job: Job, *, cancelled: bool) -> None:
+    """After the ending: a stream that ended has its final response stored
+    and its log closed already; otherwise this ends both."""
+    organisation_id, response_id = job.caller.organisation_id, job.snapshot["id"]
+    if sink.ended:
+        await events.transition(organisation_id, response_id, "in_progress", "done")
+        return
+    output = call.output
+    if cancelled:
+        if output is not None:
+            output.translator.close_items("incomplete")
+            final = output.translator.response("cancelled", extras=call.exchange.extras())
+        else:
+            final = {**(sink.last or job.snapshot), "status": "cancelled"}
+        await sync_to_async(background_update)(
+            organisation_id=organisation_id, response_id=response_id, response=final
+        )
+        await events.transition(organisation_id, response_id, "in_progress", "cancelled")
+        await events.append(organisation_id, response_id, sink.number, [], end=True)
+        return
+    error = _answer_error(sink.answer)
+    final = {**(sink.last or job.snapshot), "status": "failed", "error": error}
+    await sync_to_async(background_update)(
+        organisation_id=organisation_id, response_id=response_id, response=final
+    )
+    await events.transition(organisation_id, response_id, "in_progress", "failed")
+    event = encode_event({"type": "response.failed", "response": final}, sink.number)
+    await events.append(organisation_id, response_id, sink.number, [event], end=True)
+
+
+def _answer_error(answer: bytes) -> dict[str, Any]:
+    try:
+        error = orjson.loads(answer)["error"]
+        return {"code": error.get("code") or error.get("type"), "message": error["message"]}
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return {"code": "server_error", "message": "The response ended without an answer."}
+
+
+# --- a worker that died ----------------------------------------------------------------
+
+
+async def reap(organisation_id: int, response_id: str, response: dict[str, Any]) -> bool:
+    """End ``response`` (as stored, still queued or in progress) as failed
+    when nothing runs it any more: its worker's lease ran out, or nothing
+    of it is kept (the embedded default's process restarted). True when
+    it did."""
+    state = await events.state(organisation_id, response_id)
+    if state == "in_progress":
+        if await events.lease_alive(organisation_id, response_id):
+            return False
+        if not await events.transition(organisation_id, response_id, "in_progress", "failed"):
+            return False
+    elif state is not None:
+        return False  # queued: a worker takes it when one is free
+    failed = {
+        **response,
+        "status": "failed",
+        "error": {"code": "server_error", "message": WORKER_LOST},
+    }
+    await sync_to_async(background_update)(
+        organisation_id=organisation_id, response_id=response_id, response=failed
+    )
+    if state is not None:
+        number = await events.next_number(organisation_id, response_id)
+        event = encode_event({"type": "response.failed", "response": failed}, number)
+        await events.append(organisation_id, response_id, number, [event], end=True)
+        data = await events.job_get(organisation_id, response_id)
+        if data is not None:
+            await _lost_row(Job.load(data))
+    await events.lease_drop(organisation_id, response_id)
+    return True
+
+
+async def _lost_row(job: Job) -> None:
+    """The create request's row, which its worker did not live to write."""
+    exchange = job.exchange()
+    exchange.asked(model=job.snapshot.get("model", ""), stream=False, prompt_cache_key=None)
+    exchange.fail(ApiError(500, WORKER_LOST, code="worker_lost"))
+    await exchange.submit()
+
+
+async def reap_expired() -> int:
+    """The beat's sweep: every response whose worker's lease ran out."""
+    from responses_api.store import responses as store
+
+    reaped = 0
+    for organisation_id, response_id in await events.leases_expired():
+        stored = await sync_to_async(store.response_get)(
+            organisation_id=organisation_id, response_id=response_id
+        )
+        if stored is None or stored.response.get("status") not in events.ACTIVE:
+            await events.lease_drop(organisation_id, response_id)
+            continue
+        reaped += await reap(organisation_id, response_id, stored.response)
+    return reaped
+
+
+# --- where it runs ----------------------------------------------------------------------
+
+
+class LocalWorker:
+    """A thread of this process with an event loop of its own, running the
+    background responses of the embedded default (and of tests): they
+    outlive the request that queued them."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.lock = threading.Lock()
+        self.running: set[asyncio.Future[None]] = set()
+
+    def submit(self, organisation_id: int, response_id: str) -> None:
+        with self.lock:
+            if self.loop is None:
+                self.loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=self.loop.run_forever, name="background-responses", daemon=True
+                ).start()
+        # In a context of its own: the request's (its thread-sensitive
+        # executor for the ORM among them) ends with the request.
+        future = contextvars.Context().run(
+            asyncio.run_coroutine_threadsafe, run(organisation_id, response_id), self.loop
+        )
+        self.running.add(future)  # type: ignore[arg-type]
+        future.add_done_callback(self._done)
+
+    def _done(self, future: Any) -> None:
+        self.running.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.error("background response failed", exc_info=future.exception())
+
+
+local_worker = LocalWorker()
+
+
+def runner() -> str:
+    """``SWITCHYARD_BACKGROUND_RUNNER``; unset: a Celery worker when Celery
+    has a broker of its own (Redis, not eager), else this process."""
+    if settings.SWITCHYARD_BACKGROUND_RUNNER:
+        return str(settings.SWITCHYARD_BACKGROUND_RUNNER)
+    return "celery" if settings.REDIS_URL and not settings.CELERY_TASK_ALWAYS_EAGER else "local"
+
+
+def dispatch(organisation_id: int, response_id: str) -> None:
+    """Hand the queued response to a worker."""
+    if runner() == "local":
+        local_worker.submit(organisation_id, response_id)
+        return
+    from celery import current_app
+
+    current_app.send_task(
+        "responses_api.tasks.run_background_response", args=[organisation_id, response_id]
+    )
+
+
+def run_to_end(organisation_id: int, response_id: str) -> None:
+    """A Celery worker's run, in an event loop of its own that closes
+    what it opened (backend connections, Redis)."""
+
+    async def main() -> None:
+        from responses_api.backends.client import close_clients
+        from responses_api.runtime import redis_conn
+
+        try:
+            await run(organisation_id, response_id)
+        finally:
+            await close_clients()
+            client = redis_conn._clients.pop(asyncio.get_running_loop(), None)
+            if client is not None:
+                await client.aclose()
+
+    asyncio.run(main())

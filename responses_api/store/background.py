@@ -1,0 +1,72 @@
+"""The stored row of a background response, from queued to its end.
+
+A background response is stored from the moment it is queued, so that
+``GET /v1/responses/{id}`` answers from any web process (and after any
+restart) with its status: the row is written with the ``queued`` response,
+its ``response`` is replaced as it starts (``in_progress``), and the whole
+row (with the ids of its output items) is written again as it ends,
+whoever ends it: the worker, a cancel, or the reaper of a worker that
+died. Reads stay those of ``store.responses`` (scoped to the organisation,
+expiring with its TTL).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.db import transaction
+
+from responses_api.models import StoredItem, StoredResponse
+from responses_api.runtime.secrets import decrypt_bytes, encrypt_bytes
+from responses_api.store import responses as store
+from responses_api.store.continuation import Keep
+
+
+def background_replace(entry: store.Entry) -> bool:
+    """Write ``entry`` over the response's row; False (nothing written) when
+    the row is gone meanwhile (deleted, expired and purged)."""
+    row, _ = entry
+    response_id, organisation_id = row[0], row[1]
+    with transaction.atomic():
+        if not StoredResponse.objects.filter(
+            organisation_id=organisation_id, id=response_id
+        ).exists():
+            return False
+        StoredItem.objects.filter(response_id=response_id).delete()
+        StoredResponse.objects.filter(id=response_id).delete()
+        store.responses_insert([entry])
+    return True
+
+
+def background_update(*, organisation_id: int, response_id: str, response: dict[str, Any]) -> bool:
+    """Replace the response the row holds (its status as it runs), keeping
+    its input items; False when the row is gone."""
+    with transaction.atomic():
+        row = (
+            StoredResponse.objects.select_for_update()
+            .filter(organisation_id=organisation_id, id=response_id)
+            .first()
+        )
+        if row is None:
+            return False
+        payload = orjson.loads(decrypt_bytes(row.data))
+        payload["response"] = response
+        data = encrypt_bytes(orjson.dumps(payload))
+        StoredResponse.objects.filter(id=response_id).update(data=data, size=len(data))
+    return True
+
+
+@dataclass(slots=True)
+class Replacing(Keep):
+    """Keeps a background response as it ends: over its queued row."""
+
+    async def save(self, response: dict[str, Any]) -> None:
+        await sync_to_async(background_replace)(self.entry(response))
+
+
+async def background_insert(keep: Keep, response: dict[str, Any]) -> None:
+    """The queued row, written before the create request is answered."""
+    await sync_to_async(store.responses_insert)([keep.entry(response)])

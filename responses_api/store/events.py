@@ -1,0 +1,328 @@
+"""What a background response shares between the web processes and the
+worker running it (README, "Background responses").
+
+Per response, keyed by organisation and id (another organisation's id
+names nothing here): its job (what the worker needs to run it), its state
+(``queued``, ``in_progress``, then ``done``, ``cancelled`` or ``failed``),
+a cancel flag, the worker's lease, and its events, numbered by their
+``sequence_number``, so that any web process replays them from any point
+and follows the new ones. Jobs and events are content: they are kept
+encrypted (``runtime.secrets``), and everything expires
+``SWITCHYARD_BACKGROUND_TTL_SECONDS`` after its last write.
+
+With ``REDIS_URL`` this is Redis (a hash, a lease key, a stream whose entry
+ids are the sequence numbers, and a sorted set of the leases for the
+reaper); the embedded default keeps it in this process's memory, shared by
+its threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from responses_api.runtime import redis_conn
+from responses_api.runtime.secrets import decrypt_bytes, encrypt_bytes
+
+PREFIX = "switchyard:bg"
+RUNNING = f"{PREFIX}:running"
+# The most events one response keeps in Redis (older ones go first).
+MAX_EVENTS = 200_000
+
+ACTIVE = ("queued", "in_progress")
+
+
+def _ttl() -> int:
+    return int(settings.SWITCHYARD_BACKGROUND_TTL_SECONDS)
+
+
+def _key(organisation_id: int, response_id: str) -> str:
+    return f"{PREFIX}:{organisation_id}:{response_id}"
+
+
+@dataclass(slots=True)
+class Read:
+    """Events after the point asked for (``(sequence_number, bytes)``), and
+    whether the log has ended (nothing will follow them)."""
+
+    events: list[tuple[int, bytes]]
+    ended: bool
+
+
+# --- the embedded default: this process's memory ---------------------------------
+
+
+@dataclass(slots=True)
+class _Log:
+    state: str = "queued"
+    job: bytes = b""
+    cancel: bool = False
+    lease_until: float = 0.0
+    events: list[bytes] = field(default_factory=list)
+    ended: bool = False
+    touched: float = field(default_factory=time.monotonic)
+    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(
+        default_factory=list
+    )
+
+
+_lock = threading.Lock()
+_logs: dict[tuple[int, str], _Log] = {}
+
+
+def _memory(organisation_id: int, response_id: str, create: bool = False) -> _Log | None:
+    now = time.monotonic()
+    for key in [k for k, log in _logs.items() if now - log.touched > _ttl()]:
+        del _logs[key]
+    log = _logs.get((organisation_id, response_id))
+    if log is None and create:
+        log = _logs[(organisation_id, response_id)] = _Log()
+    if log is not None:
+        log.touched = now
+    return log
+
+
+def _wake(log: _Log) -> None:
+    waiters, log.waiters = log.waiters, []
+    for loop, future in waiters:
+        loop.call_soon_threadsafe(_resolve, future)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def forget_all() -> None:
+    """Drop what this process keeps in memory (as a restart of the process does)."""
+    with _lock:
+        _logs.clear()
+
+
+# --- the operations ------------------------------------------------------------------
+
+
+async def job_put(organisation_id: int, response_id: str, job: bytes) -> None:
+    """Keep a queued response's job (state ``queued``)."""
+    sealed = encrypt_bytes(job)
+    if not redis_conn.enabled():
+        with _lock:
+            log = _memory(organisation_id, response_id, create=True)
+            assert log is not None
+            log.job = sealed.encode()
+        return
+    key = _key(organisation_id, response_id)
+    await redis_conn.run_batch(
+        [("HSET", key, "state", "queued", "job", sealed), ("EXPIRE", key, _ttl())]
+    )
+
+
+async def job_get(organisation_id: int, response_id: str) -> bytes | None:
+    if not redis_conn.enabled():
+        with _lock:
+            log = _memory(organisation_id, response_id)
+            sealed = log.job if log is not None else b""
+    else:
+        sealed = await redis_conn.async_client().hget(_key(organisation_id, response_id), "job")
+    return decrypt_bytes(sealed.decode("ascii")) if sealed else None
+
+
+async def state(organisation_id: int, response_id: str) -> str | None:
+    if not redis_conn.enabled():
+        with _lock:
+            log = _memory(organisation_id, response_id)
+            return log.state if log is not None else None
+    value = await redis_conn.async_client().hget(_key(organisation_id, response_id), "state")
+    return value.decode() if value else None
+
+
+_TRANSITION = """
+if redis.call('HGET', KEYS[1], 'state') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'state', ARGV[2])
+  return 1
+end
+return 0
+"""
+
+
+async def transition(organisation_id: int, response_id: str, before: str, after: str) -> bool:
+    """Move the state from ``before`` to ``after``; False when it was not
+    ``before`` (someone else moved it first)."""
+    if not redis_conn.enabled():
+        with _lock:
+            log = _memory(organisation_id, response_id)
+            if log is None or log.state != before:
+                return False
+            log.state = after
+            return True
+    moved = await redis_conn.run_script(
+        _TRANSITION, [_key(organisation_id, response_id)], [before, after]
+    )
+    return bool(moved)
+
+
+async def cancel_request(organisation_id: int, response_id: str) -> None:
+    if not redis_conn.enabled():
+        with _lock:
+            log = _memory(organisation_id, response_id)
+            if log is not None:
+                log.cancel = True
+        return
+    await redis_conn.async_client().hset(_key(organisation_id, response_id), "cancel", "1")
+
+
+async def cancel_requested(organisation_id: int, response_id: str) -> bool:
+    if not redis_conn.enabled():
+        with _lock:
+            log = _memory(organisation_id, response_id)
+            return log is not None and log.cancel
+    value = await redis_conn.async_client().hget(_key(organisation_id, response_id), "cancel")
+    return bool(value)
+
+
+async def lease_renew(organisation_id: int, response_id: str, seconds: float) -> None:
+    """The worker running the response is alive for ``seconds`` more."""
+    if not redis_conn.enabled():
+        with _lock:
+            log = _memory(organisation_id, response_id)
+            if log is not None:
+                log.lease_until = time.monotonic() + seconds
+        return
+    member = f"{organisation_id}:{response_id}"
+    await redis_conn.run_batch(
+        [
+            ("SET", f"{_key(organisation_id, response_id)}:lease", "1", "PX", int(seconds * 1000)),
+            ("ZADD", RUNNING, time.time() + seconds, member),
+        ]
+    )
+
+
+async def lease_drop(organisation_id: int, response_id: str) -> None:
+    if not redis_conn.enabled():
+        with _lock:
+            log = _memory(organisation_id, response_id)
+            if log is not None:
+                log.lease_until = 0.0
+        return
+    await redis_conn.run_batch(
+        [
+            ("DEL", f"{_key(organisation_id, response_id)}:lease"),
+            ("ZREM", RUNNING, f"{organisation_id}:{response_id}"),
+        ]
+    )
+
+
+async def lease_alive(organisation_id: int, response_id: str) -> bool:
+    if not redis_conn.enabled():
+        with _lock:
+            log = _memory(organisation_id, response_id)
+            return log is not None and log.lease_until > time.monotonic()
+    key = f"{_key(organisation_id, response_id)}:lease"
+    return bool(await redis_conn.async_client().exists(key))
+
+
+async def leases_expired() -> list[tuple[int, str]]:
+    """The responses whose worker stopped renewing its lease (Redis only:
+    in the embedded default the worker is this process)."""
+    if not redis_conn.enabled():
+        return []
+    members = await redis_conn.async_client().zrangebyscore(RUNNING, "-inf", time.time())
+    found = []
+    for member in members:
+        organisation, _, response_id = member.decode().partition(":")
+        found.append((int(organisation), response_id))
+    return found
+
+
+async def append(
+    organisation_id: int,
+    response_id: str,
+    first: int,
+    events: Sequence[bytes],
+    *,
+    end: bool = False,
+) -> None:
+    """Add ``events``, numbered from ``first``; ``end`` closes the log."""
+    sealed = [encrypt_bytes(event) for event in events]
+    if not redis_conn.enabled():
+        with _lock:
+            log = _memory(organisation_id, response_id, create=True)
+            assert log is not None
+            log.events.extend(token.encode() for token in sealed)
+            log.ended = log.ended or end
+            _wake(log)
+        return
+    stream = f"{_key(organisation_id, response_id)}:events"
+    commands: list[tuple[Any, ...]] = [
+        ("XADD", stream, "MAXLEN", "~", MAX_EVENTS, f"0-{first + i + 1}", "e", token)
+        for i, token in enumerate(sealed)
+    ]
+    if end:
+        commands.append(("XADD", stream, "*", "end", "1"))
+    commands.append(("EXPIRE", stream, _ttl()))
+    commands.append(("EXPIRE", _key(organisation_id, response_id), _ttl()))
+    await redis_conn.run_batch(commands)
+
+
+async def read(organisation_id: int, response_id: str, after: int, *, wait: float = 0.0) -> Read:
+    """The events numbered above ``after``; when there are none yet and the
+    log is open, waits up to ``wait`` seconds for some."""
+    if not redis_conn.enabled():
+        return await _read_memory(organisation_id, response_id, after, wait)
+    client = redis_conn.async_client()
+    stream = f"{_key(organisation_id, response_id)}:events"
+    entries = await client.xrange(stream, f"0-{after + 2}", "+")
+    if not entries and wait > 0:
+        found = await client.xread({stream: f"0-{after + 1}"}, block=int(wait * 1000))
+        entries = found[0][1] if found else []
+    events: list[tuple[int, bytes]] = []
+    ended = False
+    for entry_id, fields in entries:
+        if b"end" in fields:
+            ended = True
+            break
+        number = int(entry_id.split(b"-")[1]) - 1
+        events.append((number, decrypt_bytes(fields[b"e"].decode("ascii"))))
+    return Read(events, ended)
+
+
+async def _read_memory(organisation_id: int, response_id: str, after: int, wait: float) -> Read:
+    loop = asyncio.get_running_loop()
+    with _lock:
+        log = _memory(organisation_id, response_id)
+        if log is None:
+            return Read([], True)
+        future: asyncio.Future[None] | None = None
+        if len(log.events) <= after + 1 and not log.ended and wait > 0:
+            future = loop.create_future()
+            log.waiters.append((loop, future))
+    if future is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(future, wait)
+    with _lock:
+        sealed = log.events[after + 1 :]
+        ended = log.ended
+    return Read(
+        [(after + 1 + i, decrypt_bytes(token.decode("ascii"))) for i, token in enumerate(sealed)],
+        ended,
+    )
+
+
+async def next_number(organisation_id: int, response_id: str) -> int:
+    """The number the next event of the log gets."""
+    if not redis_conn.enabled():
+        with _lock:
+            log = _memory(organisation_id, response_id)
+            return len(log.events) if log is not None else 0
+    stream = f"{_key(organisation_id, response_id)}:events"
+    for entry_id, fields in await redis_conn.async_client().xrevrange(stream, "+", "-", count=2):
+        if b"end" not in fields:
+            return int(entry_id.split(b"-")[1])
+    return 0
