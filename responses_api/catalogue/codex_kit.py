@@ -93,6 +93,11 @@ def provider_lines(*, base_url: str) -> list[ConfigLine]:
             f"wire_api = {_toml_string('responses')}",
             "Switchyard speaks the OpenAI Responses API, which Codex uses natively.",
         ),
+        ConfigLine(
+            "supports_websockets = true",
+            "Codex holds one WebSocket to Switchyard for a session and continues each "
+            "response on it (WebSocket mode): a turn sends only what is new.",
+        ),
     ]
 
 

@@ -93,6 +93,7 @@ def test_config_and_profile_parse_and_say_what_codex_needs():
                 "base_url": "https://ai.example.com/v1",
                 "env_key": "SWITCHYARD_API_KEY",
                 "wire_api": "responses",
+                "supports_websockets": True,
             }
         }
     }
