@@ -139,13 +139,7 @@ class Simulator:
         if path == "/health":
             await _json(send, 200, {"status": "ok"})
             return
-        if path == "/tokenize":  # vLLM's: the count this server's usage reports
-            chunks = [await receive()]
-            while chunks[-1].get("more_body"):
-                chunks.append(await receive())
-            await _json(send, *tokenized(b"".join(m.get("body", b"") for m in chunks)))
-            return
-        if path not in ("/v1/chat/completions", "/chat/completions"):
+        if path not in ("/v1/chat/completions", "/chat/completions", "/tokenize"):
             await _json(send, 404, {"error": {"message": "not found", "type": "not_found"}})
             return
         body = b""
@@ -156,6 +150,9 @@ class Simulator:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
+        if path == "/tokenize":  # vLLM's: the count this server's usage reports
+            await _json(send, *tokenized(body))
+            return
         try:
             request = orjson.loads(body)
             messages = request["messages"]
