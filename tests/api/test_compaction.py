@@ -184,3 +184,12 @@ def test_compact_refuses_unknown_fields_and_an_empty_conversation(gateway, acme)
     assert empty.value.body["param"] == "input"
     rows = wait_rows(2, organisation=acme.organisation)
     assert sorted(row.status for row in rows) == [400, 400]
+
+
+def test_the_readme_states_the_summarisation_prompt_as_sent():
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Compaction") : readme.index("## Stored responses")]
+    quoted = " ".join(line[2:] for line in section.splitlines() if line.startswith("> "))
+    assert quoted == SUMMARY_PROMPT
