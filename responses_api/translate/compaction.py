@@ -132,12 +132,15 @@ def resolve(request: CreateResponse, *, seal: ReasoningSeal, model_id: str) -> C
     last = len(request.input) - 1
     for index, item in enumerate(request.input):
         if isinstance(item, CompactionTriggerItem):
-            if index != last:
+            if index == last:
+                trigger = True
+            elif not isinstance(request.input[index + 1], CompactionItem):
+                # Followed by its compaction item, it is an earlier turn of
+                # a stored chain; anywhere else it is a mistake.
                 raise invalid(
                     "compaction_trigger must be the last input item.",
                     param=f"input[{index}]",
                 )
-            trigger = True
         elif isinstance(item, CompactionItem):
             summary = open_summary(item.encrypted_content, seal, model_id, index)
             items.append(MessageItem(role="user", content=summary_message(summary)))

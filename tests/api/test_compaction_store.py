@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from openai import BadRequestError
 
-from responses_api.translate.compaction import SUMMARY_PREFIX
+from responses_api.translate.compaction import SUMMARY_PREFIX, SUMMARY_PROMPT
 from tests.sim import received
 from tests.store.conftest import store_policy
 
@@ -96,3 +96,21 @@ def test_a_zdr_organisation_compacts_and_keeps_nothing(gateway, initech, local_s
     with pytest.raises(BadRequestError) as chained:
         client.responses.compact(model="sim-model", previous_response_id=follow.id)
     assert chained.value.body["param"] == "previous_response_id"
+
+
+def test_a_stored_compaction_continues_with_previous_response_id(gateway, acme, local_simulator):
+    client = gateway.openai(acme.key)
+    first = client.responses.create(
+        model="sim-model", input=[{"role": "user", "content": "store-4 start [[tokens:2]]"}]
+    )
+    compacted = client.responses.create(
+        model="sim-model", previous_response_id=first.id, input=[{"type": "compaction_trigger"}]
+    )
+    assert [item.type for item in compacted.output] == ["compaction"]
+    follow = client.responses.create(
+        model="sim-model", previous_response_id=compacted.id, input="store-5 next [[tokens:1]]"
+    )
+    assert follow.status == "completed"
+    sent = received(local_simulator, "store-5")["messages"]
+    assert sum(m["content"].startswith(SUMMARY_PREFIX) for m in sent) == 1
+    assert not any(m["content"] == SUMMARY_PROMPT for m in sent)
