@@ -16,8 +16,7 @@ import dataclasses
 import uuid
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
+from responses_api.gateway.exchange import prompt_tokens
 from responses_api.protocol.errors import ApiError
 from responses_api.runtime import redis_conn
 from responses_api.usage.holds import (
@@ -54,17 +53,6 @@ if TYPE_CHECKING:
 UNLIMITED_OUTPUT_RESERVE = 4096
 
 
-def prompt_tokens(draft: ChatDraft) -> int:
-    """About how many tokens the translated prompt is: four characters of
-    its JSON (messages and tools) per token, the estimate the model limits
-    already use (``translate.request``)."""
-    body = draft.body
-    size = len(orjson.dumps(body.get("messages") or ()))
-    if body.get("tools"):
-        size += len(orjson.dumps(body["tools"]))
-    return max(size // 4, 1)
-
-
 async def admit(*, exchange: Exchange, estimate: int, draft: ChatDraft) -> Admission | None:
     """Count the request against its caller's limits, or raise the 429.
 
@@ -74,7 +62,7 @@ async def admit(*, exchange: Exchange, estimate: int, draft: ChatDraft) -> Admis
     rate-limit headers."""
     caller = exchange.caller
     assert caller is not None
-    exchange.translated(prompt_tokens(draft))
+    exchange.translated(draft)
     rate = limits_plan(caller=caller, estimate=estimate)
     spend = spend_plan(caller=caller, created_at=exchange.timing.created_at)
     if rate is None and spend is None:
@@ -115,10 +103,11 @@ def _reserving(spend: SpendPlan, exchange: Exchange, max_output: int | None) -> 
     output limit at the model's prices."""
     entry = exchange.model_entry
     output = max_output if max_output is not None else UNLIMITED_OUTPUT_RESERVE
+    prompt = prompt_tokens(exchange.draft) if exchange.draft is not None else 0
     units, tokens = (
-        worst_case(entry.cost, input_tokens=exchange.prompt_tokens, output_tokens=output)
+        worst_case(entry.cost, input_tokens=prompt, output_tokens=output)
         if entry is not None
-        else (0, exchange.prompt_tokens + output)
+        else (0, prompt + output)
     )
     return dataclasses.replace(spend, hold_id=uuid.uuid4().hex, units=units, tokens=tokens)
 

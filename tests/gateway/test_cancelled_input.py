@@ -8,7 +8,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from responses_api.gateway.admission import prompt_tokens
+from responses_api.gateway.exchange import prompt_tokens
 from responses_api.protocol.body import CreateResponse
 from responses_api.translate.request import ModelLimits, prepare_chat
 from tests.api.test_consumer import Client, body, run, scope
