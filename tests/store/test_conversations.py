@@ -108,7 +108,9 @@ def test_items_are_paginated_with_after_limit_and_order(client):
             conversation.id,
             items=[{"role": "user", "content": f"item {batch * 20 + i}"} for i in range(20)],
         )
-    page = client.conversations.items.list(conversation.id, limit=7, order="asc")
+    page = client.conversations.items.list(
+        conversation.id, limit=7, order="asc", include=["message.input_image.image_url"]
+    )
     assert [i.content[0].text for i in page.data] == [f"item {i}" for i in range(7)]
     assert page.has_more is True and page.last_id == page.data[-1].id
     second = client.conversations.items.list(
@@ -240,3 +242,31 @@ def test_each_call_leaves_one_usage_row(client):
         ("DELETE", f"/conversations/{cid}", 200),
         ("GET", f"/conversations/{cid}", 404),
     ]
+
+
+def test_the_openapi_document_describes_every_conversation_operation():
+    from responses_api.gateway.openapi import openapi_schema
+
+    document = openapi_schema()
+    paths = document["paths"]
+    operations = {
+        (path, method): op["operationId"]
+        for path, methods in paths.items()
+        if path.startswith("/conversations")
+        for method, op in methods.items()
+        if method != "parameters"
+    }
+    assert operations == {
+        ("/conversations", "post"): "createConversation",
+        ("/conversations/{conversation_id}", "get"): "getConversation",
+        ("/conversations/{conversation_id}", "post"): "updateConversation",
+        ("/conversations/{conversation_id}", "delete"): "deleteConversation",
+        ("/conversations/{conversation_id}/items", "get"): "listConversationItems",
+        ("/conversations/{conversation_id}/items", "post"): "createConversationItems",
+        ("/conversations/{conversation_id}/items/{item_id}", "get"): "getConversationItem",
+        ("/conversations/{conversation_id}/items/{item_id}", "delete"): "deleteConversationItem",
+    }
+    schemas = document["components"]["schemas"]
+    assert schemas["NewItems"]["properties"]["items"]["maxItems"] == 20
+    assert "conversation" in schemas["CreateResponse"]["properties"]
+    assert "metadata" in schemas["MetadataUpdate"]["required"]
