@@ -19,6 +19,7 @@ from responses_api.backends.routing import no_backend
 from responses_api.gateway.auto_compact import count_tokens
 from responses_api.gateway.call import Call, Reply
 from responses_api.gateway.relay import _model, create_response, parse_request
+from responses_api.gateway.responder import JSON
 from responses_api.protocol.compact import CompactRequest, CountRequest
 from responses_api.protocol.errors import from_validation_error, invalid
 from responses_api.store import continuation
@@ -29,6 +30,9 @@ from responses_api.translate.request import prepare_chat
 
 def _object(call: Call) -> dict[str, Any]:
     """The body as a JSON object (``parse_request`` says why it is not one)."""
+    content_type = call.headers.get(b"content-type", JSON).split(b";")[0].strip().lower()
+    if content_type not in (JSON, b"text/json") and not content_type.endswith(b"+json"):
+        parse_request(call.body, call.headers)  # raises the 415
     try:
         data = orjson.loads(call.body) if call.body else None
     except orjson.JSONDecodeError:

@@ -193,3 +193,35 @@ def test_the_readme_states_the_summarisation_prompt_as_sent():
     section = readme[readme.index("## Compaction") : readme.index("## Stored responses")]
     quoted = " ".join(line[2:] for line in section.splitlines() if line.startswith("> "))
     assert quoted == SUMMARY_PROMPT
+
+
+MALFORMED = [
+    (b"[]", "application/json", 400),
+    (b'"compact me"', "application/json", 400),
+    (b"{not json", "application/json", 400),
+    (b"", "application/json", 400),
+    (b'{"model": "sim-model", "input": "hi"}', "text/plain", 415),
+    (b'{"model": 5, "input": "hi"}', "application/json", 400),
+    (b'{"model": "sim-model", "input": 5}', "application/json", 400),
+    (b'{"model": "sim-model", "input": [{"type": "compaction"}]}', "application/json", 400),
+    (b'{"model": "sim-model", "input": [{"type": "compaction_trigger"}]}', "application/json", 400),
+    (b'{"model": "nope", "input": "hi"}', "application/json", 404),
+    (b'{"model": "sim-model", "input": "hi", "tools": 3}', "application/json", 400),
+]
+
+
+@pytest.mark.parametrize("path", ["/v1/responses/compact", "/v1/responses/input_tokens"])
+@pytest.mark.parametrize(("body", "content_type", "status"), MALFORMED)
+def test_a_malformed_request_is_a_4xx_envelope_with_a_row(
+    gateway, acme, path, body, content_type, status
+):
+    answer = gateway.http.post(
+        path,
+        content=body,
+        headers={"authorization": f"Bearer {acme.key}", "content-type": content_type},
+    )
+    assert answer.status_code == status, answer.text
+    assert set(answer.json()["error"]) == {"message", "type", "param", "code"}
+    assert answer.headers["x-request-id"]
+    rows = wait_rows(organisation=acme.organisation)
+    assert [row.status for row in rows] == [status]
