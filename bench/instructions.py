@@ -70,7 +70,7 @@ def per_thread(report: str) -> list[int]:
     return [int(n.replace(",", "")) for n in re.findall(r"Th \d+\s+([\d,]+)", report)]
 
 
-async def count(target: Target, pid: int, scenario: Scenario) -> list[float]:
+async def count(target: Target, pid: int, scenario: Scenario, settle: float) -> list[float]:
     load = {
         "host": "127.0.0.1",
         "port": target.port,
@@ -86,14 +86,19 @@ async def count(target: Target, pid: int, scenario: Scenario) -> list[float]:
     _control(pid, "-i", "on")
     _control(pid, "-z")
     await run_load(**load, requests=scenario.requests)
-    await asyncio.sleep(1.0)  # the usage writer's flush of these rows
+    await asyncio.sleep(settle)  # the usage writer's flush of these rows (and the spans')
     report = _control(pid, "-e", "Ir")
     _control(pid, "-i", "off")
     return [n / scenario.requests for n in per_thread(report)]
 
 
 async def measure(
-    args, env: dict[str, str], key: str, logs: Path, store_key: str | None = None
+    args,
+    env: dict[str, str],
+    key: str,
+    logs: Path,
+    store_key: str | None = None,
+    settle: float = 1.0,
 ) -> dict[str, list[float]]:
     """One gateway under callgrind: its counts per request, by scenario."""
     port = free_port()
@@ -132,7 +137,7 @@ async def measure(
             if not scenario.requests:
                 continue
             threads = await count(
-                stored if name == "nonstream_store" else target, gateway.pid, scenario
+                stored if name == "nonstream_store" else target, gateway.pid, scenario, settle
             )
             out[name] = threads
             shown = ", ".join(f"thread {i + 1}: {n / 1e6:.3f} M" for i, n in enumerate(threads))
@@ -169,30 +174,48 @@ def patch_table(results: dict[str, dict[str, list[float]]]) -> str:
 async def traced_and_not(
     args, env: dict[str, str], key: str, logs: Path, store_key: str
 ) -> dict[str, dict[str, list[float]]]:
-    """One gateway untraced, then one tracing every request: all threads
-    per request, each against the untraced count."""
+    """One gateway untraced, one tracing every request, one traced but
+    sampling none: the event loop's count (thread 1) and all threads' per
+    request, against the untraced gateway's. Each waits 6 s after its load
+    with the counters on, so that the batch of spans the SDK exports every
+    5 s is counted with the requests that made it."""
     sink = start_otel_sink(env, logs)
+    traced = traced_env(env, sink)
+    runs = {
+        "untraced": env,
+        "traced": traced,
+        "traced, sampled out": {**traced, "OTEL_TRACES_SAMPLER": "always_off"},
+    }
+    results = {}
     try:
-        results = {"untraced": await measure(args, env, key, logs, store_key)}
-        print("traced (OTEL_EXPORTER_OTLP_ENDPOINT set):", flush=True)
-        results["traced"] = await measure(args, traced_env(env, sink), key, logs, store_key)
+        for name, run_env in runs.items():
+            print(f"{name}:", flush=True)
+            results[name] = await measure(args, run_env, key, logs, store_key, settle=6.0)
         print(f"the sink received: {otel_stats(sink)}")
     finally:
         sink.stop()
-    names = {"nonstream": 1, "stream200": 200, "paced50": 200}
     lines = [
-        "| scenario | untraced, all threads | traced, all threads | added |",
+        "| scenario | gateway | event loop | all threads |",
         "|---|---|---|---|",
     ]
-    for name, tokens in names.items():
-        if name not in results["untraced"]:
+    base = results["untraced"]
+    for scenario, unit in (
+        ("nonstream", "request"),
+        ("stream200", "stream"),
+        ("paced50", "stream"),
+    ):
+        if scenario not in base:
             continue
-        off, on = sum(results["untraced"][name]), sum(results["traced"][name])
-        unit = "per request" if tokens == 1 else "per stream"
-        lines.append(
-            f"| {name} ({unit}) | {off / 1e6:.3f} M | {on / 1e6:.3f} M | "
-            f"{(on - off) / 1e6:+.3f} M ({(on - off) / off:+.1%}) |"
-        )
+        for name, counts in results.items():
+            cells = []
+            for on, off in (
+                (counts[scenario][0], base[scenario][0]),
+                (sum(counts[scenario]), sum(base[scenario])),
+            ):
+                cells.append(
+                    f"{on / 1e6:.3f} M" + ("" if counts is base else f" ({(on - off) / off:+.1%})")
+                )
+            lines.append(f"| {scenario} (per {unit}) | {name} | {cells[0]} | {cells[1]} |")
     print("\n".join(lines))
     return results
 

@@ -6,8 +6,12 @@ forwarded."""
 
 from __future__ import annotations
 
+import os
 import secrets
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import httpx
 import pytest
@@ -212,6 +216,25 @@ def test_without_an_endpoint_there_is_no_tracer_and_no_traceparent_is_sent(
     assert answer.status_code == 200
     assert trace_context_sent(local_simulator, marker) == {}
     assert telemetry.current.get() is None
+
+
+def test_an_untraced_web_process_never_loads_the_sdk():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, config.asgi; "
+            "from responses_api.runtime import telemetry; "
+            "print(telemetry.tracer, any(m.startswith('opentelemetry') for m in sys.modules))",
+        ],
+        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert loaded.stdout.split() == ["None", "False"], loaded.stderr[-2000:]
 
 
 @pytest.mark.live
