@@ -4,7 +4,8 @@ The seal itself (``translate.sealing``) is pure; this module gives it the
 platform key, ``SWITCHYARD_ENCRYPTION_KEY`` (or the key derived from
 ``SECRET_KEY`` when unset, as ``secrets`` derives it). It reads the setting
 as a comma-separated list of Fernet keys, the current one first, so that
-tokens sealed under an earlier key still open once rotation lists it.
+tokens sealed under an earlier key still open once rotation lists it (there
+or in ``SWITCHYARD_ENCRYPTION_KEYS_OLD``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ def reasoning_seal(organisation_id: int) -> ReasoningSeal:
     once, on its first token. Costs a settings read and a cache hit."""
     configured = settings.SWITCHYARD_ENCRYPTION_KEY
     if configured:
-        return _seal(configured, "", organisation_id)
+        # Keys being retired may also be listed apart (decrypt only).
+        retired = settings.SWITCHYARD_ENCRYPTION_KEYS_OLD
+        return _seal(f"{configured},{retired}" if retired else configured, "", organisation_id)
     return _seal("", settings.SECRET_KEY, organisation_id)
 
 

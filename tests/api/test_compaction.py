@@ -225,3 +225,20 @@ def test_a_malformed_request_is_a_4xx_envelope_with_a_row(
     assert answer.headers["x-request-id"]
     rows = wait_rows(organisation=acme.organisation)
     assert [row.status for row in rows] == [status]
+
+
+def test_a_compaction_token_opens_while_its_key_is_listed(gateway, acme, settings):
+    from cryptography.fernet import Fernet
+
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    client = gateway.openai(acme.key)
+    settings.SWITCHYARD_ENCRYPTION_KEY = old
+    item = _compaction(client, "cmp-8")
+    settings.SWITCHYARD_ENCRYPTION_KEY = f"{new},{old}"
+    assert _sent_back(client, item).status == "completed"
+    settings.SWITCHYARD_ENCRYPTION_KEY, settings.SWITCHYARD_ENCRYPTION_KEYS_OLD = new, old
+    assert _sent_back(client, item).status == "completed"
+    settings.SWITCHYARD_ENCRYPTION_KEYS_OLD = ""
+    with pytest.raises(BadRequestError) as retired:
+        _sent_back(client, item)
+    assert retired.value.body["param"] == "input[1].encrypted_content"
