@@ -363,3 +363,17 @@ def pytest_make_parametrize_id(config, val, argname):
         stable = val[:4] + bytes(4) + val[8:]
         return stable.decode("ascii", "backslashreplace")
     return None
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """SQLite keeps a dropped test database's ``-wal`` and ``-shm`` files;
+    each run's database has a name of its own, so they would pile up."""
+    database = settings.DATABASES["default"]
+    name = database.get("TEST", {}).get("NAME")
+    if not name or not database["ENGINE"].endswith("sqlite3"):
+        return
+    path = Path(name)
+    for leftover in path.parent.glob(path.name + "*"):
+        dropped = not leftover.with_name(leftover.name[:-4]).exists()
+        if leftover.name.endswith(("-wal", "-shm")) and dropped:
+            leftover.unlink(missing_ok=True)
