@@ -219,10 +219,10 @@ class Exchange:
 
     def counted(self) -> tuple[tuple[int, int, int, int], bool]:
         """The tokens the row counts, and whether its input is estimated: a
-        request the client cancelled before the backend reported usage
-        counts its prompt's estimate (the backend had read the prompt)."""
+        request the client cancelled once a backend had its prompt, before
+        that backend reported usage, counts the prompt's estimate."""
         tokens = self.tokens
-        if tokens[0] or self.draft is None or self.outcome.status != 499:
+        if tokens[0] or self.draft is None or self.backend is None or self.outcome.status != 499:
             return tokens, False
         return (prompt_tokens(self.draft), *tokens[1:]), True
 

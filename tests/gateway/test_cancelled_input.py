@@ -5,6 +5,8 @@ reported, not estimated."""
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 import pytest
 
@@ -79,3 +81,41 @@ def test_a_request_cancelled_before_it_was_read_has_no_estimate(tenant, rows):
     (row,) = rows
     assert row["status"] == 499
     assert (row["input_tokens"], row["input_tokens_estimated"]) == (0, False)
+
+
+def test_a_request_cancelled_while_queued_has_no_estimate(provision, simulator, rows, monkeypatch):
+    """Its prompt never reached a backend: nothing to count."""
+    from responses_api.backends.routing import Router
+    from responses_api.catalogue.services.backends import backend_ensure
+
+    tenant = provision("acme", simulator.url)
+    backend_ensure(
+        organisation=tenant.organisation, name="sim", base_url=simulator.url, max_concurrency=1
+    )
+    waiting = asyncio.Event()
+    next_release = Router._next_release
+
+    def waits(self):
+        waiting.set()  # a request found every slot taken and waits for one
+        return next_release(self)
+
+    monkeypatch.setattr(Router, "_next_release", waits)
+
+    async def main() -> None:
+        holder = Client(scope(tenant.key))
+        await holder.send_body(body("hold [[tokens:200]] [[rate:40]]"))
+        await holder.read_until(b'"response.output_text.delta"')
+        queued = Client(scope(tenant.key))
+        await queued.send_body(body("queued [[tokens:3]]"))
+        await asyncio.wait_for(waiting.wait(), 10)
+        await queued.app.send_input({"type": "http.disconnect"})
+        await queued.app.wait(5)
+        await holder.app.send_input({"type": "http.disconnect"})
+        await holder.app.wait(5)
+
+    run(main())
+    queued_row, holder_row = rows
+    assert queued_row["status"] == holder_row["status"] == 499
+    assert queued_row["backend_id"] is None
+    assert (queued_row["input_tokens"], queued_row["input_tokens_estimated"]) == (0, False)
+    assert holder_row["input_tokens_estimated"] is True
