@@ -21,6 +21,8 @@ import orjson
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import invalid
 from responses_api.protocol.items import (
+    CompactionItem,
+    CompactionTriggerItem,
     CustomToolCallItem,
     CustomToolCallOutputItem,
     FunctionCallItem,
@@ -373,3 +375,6 @@ def _add_item(
         )
     elif isinstance(item, HostedItem):
         skipped.append(item.type)
+    elif isinstance(item, CompactionItem | CompactionTriggerItem):
+        # Opened before translation (``translate.compaction.resolve``); never dropped.
+        raise invalid(f"input[{index}] was not compacted here.", param=f"input[{index}]")

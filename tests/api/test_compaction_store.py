@@ -114,3 +114,19 @@ def test_a_stored_compaction_continues_with_previous_response_id(gateway, acme, 
     sent = received(local_simulator, "store-5")["messages"]
     assert sum(m["content"].startswith(SUMMARY_PREFIX) for m in sent) == 1
     assert not any(m["content"] == SUMMARY_PROMPT for m in sent)
+
+
+def test_a_count_takes_only_the_callers_stored_chain(gateway, acme, globex):
+    theirs = gateway.openai(globex.key).responses.create(model="sim-model", input="secret plan")
+    client = gateway.openai(acme.key)
+    with pytest.raises(BadRequestError) as foreign:
+        client.responses.input_tokens.count(
+            model="sim-model", previous_response_id=theirs.id, input="hi"
+        )
+    assert foreign.value.body["code"] == "previous_response_not_found"
+    own = client.responses.create(model="sim-model", input="own plan " * 30)
+    counted = client.responses.input_tokens.count(
+        model="sim-model", previous_response_id=own.id, input="hi"
+    )
+    alone = client.responses.input_tokens.count(model="sim-model", input="hi")
+    assert counted.input_tokens > alone.input_tokens
