@@ -163,3 +163,56 @@ def test_the_hold_of_a_process_that_died_expires(people, key_id):
         assert client.hget(f"sy:spend:key:{key_id}:{dead.month}:h", dead.hold_id) is None
     finally:
         client.close()
+
+
+@pytest.fixture
+def organisation_counters(people):
+    """Acme's and Globex's organisation counters, gone before and after (an
+    earlier test database's organisations had the same ids)."""
+
+    def forget():
+        from responses_api.usage.spend import local_counters
+
+        for org in (people["acme"], people["globex"]):
+            prefix = f"sy:spend:organisation:{org.id}:"
+            for name in [k for k in local_counters.counters if k.startswith(prefix)]:
+                del local_counters.counters[name]
+        if os.environ.get("REDIS_URL"):
+            import redis
+
+            client = redis.Redis.from_url(os.environ["REDIS_URL"])
+            for org in (people["acme"], people["globex"]):
+                for name in client.scan_iter(match=f"sy:spend:organisation:{org.id}:*"):
+                    client.delete(name)
+            client.close()
+
+    forget()
+    yield
+    forget()
+
+
+def org_plan(organisation, key_id: str, *, units: int) -> SpendPlan:
+    """A key without a budget of its own in an organisation with 1.00."""
+    scopes = (
+        SpendScope("key", key_id, None, 10**9),
+        SpendScope("organisation", str(organisation.id), Decimal(1), None),
+    )
+    start = month_start(time.time())
+    return SpendPlan(organisation.id, start, scopes, 80, uuid.uuid4().hex, units, 0)
+
+
+def test_holds_count_for_every_key_of_the_organisation_and_no_other(people, organisation_counters):
+    acme, globex = people["acme"], people["globex"]
+    first = org_plan(acme, str(uuid.uuid4()), units=ONE)
+    other_key = org_plan(acme, str(uuid.uuid4()), units=0)
+    other_org = org_plan(globex, str(uuid.uuid4()), units=0)
+
+    async def steps():
+        return [await admit(first), await admit(other_key), await admit(other_org)]
+
+    (held, _), (refused, counts), (elsewhere, elsewhere_counts) = scenario(steps)
+    assert (held, refused, elsewhere) == (RESERVED, REFUSED, RESERVED)
+    # The second key has held nothing itself; its organisation holds 1.00.
+    assert counts == [0, 0, 0, 0, 0, 0, ONE, 0]
+    assert elsewhere_counts == [0] * 8
+    scenario(lambda: settle(first, "0"))
