@@ -2,6 +2,7 @@
 
 import hmac
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
@@ -39,14 +40,27 @@ outages = Outages()
 _redis_probes: dict[str, Any] = {}
 
 
-def _probe_database() -> None:
+# A probe waits this long for an answer (an unreachable host may never
+# refuse the connection; the kubelet's own probe timeout must not fire first).
+PROBE_SECONDS = 2.0
+# Its own thread: a connection hanging on an unreachable database times the
+# probe out instead of holding the request, and later probes queue behind it
+# (and time out too) until it gives up.
+_database_prober = ThreadPoolExecutor(max_workers=1, thread_name_prefix="switchyard-readyz")
+
+
+def _select_one() -> None:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
-    except Exception:
-        # A broken connection is not reused by the next probe.
+    finally:
+        # A new connection each time: what a failover changes is whether
+        # one can be made, and the probe holds none between its runs.
         connection.close()
-        raise
+
+
+def _probe_database() -> None:
+    _database_prober.submit(_select_one).result(timeout=PROBE_SECONDS)
 
 
 def _probe_redis() -> None:
@@ -54,7 +68,7 @@ def _probe_redis() -> None:
 
     client = _redis_probes.get(settings.REDIS_URL)
     if client is None:
-        client = sync_client(socket_timeout=2, socket_connect_timeout=2)
+        client = sync_client(socket_timeout=PROBE_SECONDS, socket_connect_timeout=PROBE_SECONDS)
         _redis_probes[settings.REDIS_URL] = client
     client.ping()
 

@@ -130,13 +130,18 @@ def sentinel(directory: Path, master: RedisServer, service: str = "mymaster") ->
 class TcpProxy:
     """Forwards a local port to ``target``. :meth:`cut` drops every open
     connection and turns new ones away (they are closed at once), as a
-    dependency that went away would; :meth:`restore` lets them through again."""
+    dependency that went away would; :meth:`hang` lets connections in but
+    answers nothing on any of them, as an unreachable host whose packets
+    vanish would; :meth:`restore` lets them through again (closing those
+    left hanging)."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.up = True
+        self.hanging = False
+        self._held: set[socket.socket] = set()
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._closed = False
@@ -151,9 +156,21 @@ class TcpProxy:
                 sock.close()
             self._open.clear()
 
+    def hang(self) -> None:
+        with self._lock:
+            self.hanging = True
+
     def restore(self) -> None:
         with self._lock:
             self.up = True
+            if self.hanging:
+                self.hanging = False
+                for sock in self._held | self._open:
+                    with suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+                    sock.close()
+                self._held.clear()
+                self._open.clear()
 
     def close(self) -> None:
         self._closed = True
@@ -170,6 +187,9 @@ class TcpProxy:
                 if not self.up:
                     client.close()
                     continue
+                if self.hanging:
+                    self._held.add(client)
+                    continue
                 try:
                     upstream = socket.create_connection(self.target, timeout=5)
                 except OSError:
@@ -183,7 +203,8 @@ class TcpProxy:
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
-                sink.sendall(data)
+                if not self.hanging:  # hanging: what is sent goes nowhere
+                    sink.sendall(data)
         except OSError:
             pass
         finally:

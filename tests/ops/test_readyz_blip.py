@@ -31,19 +31,24 @@ def fresh_outages():
     views._redis_probes.clear()
 
 
-def _blip(get, proxy: TcpProxy, dependency: str, grace: float) -> None:
-    """Ready, cut: degraded then unavailable, restored: ready again."""
+def _blip(get, proxy: TcpProxy, dependency: str, grace: float, hang: bool = False) -> None:
+    """Ready, cut (or hanging): degraded then unavailable, restored: ready again."""
     ready = get("/readyz")
     assert ready.status_code == 200, ready.text
     assert ready.json()["status"] == "ok" and ready.json()["checks"][dependency] == "ok"
 
-    proxy.cut()
+    if hang:
+        proxy.hang()
+    else:
+        proxy.cut()
     cut_at = time.monotonic()
     degraded = get("/readyz")
     assert degraded.status_code == 200, degraded.text
     body = degraded.json()
     assert body["status"] == "degraded" and body["degraded"] == [dependency]
     assert body["checks"][dependency].startswith("error: ")
+    if hang:  # nothing refused: the probe's own timeout told
+        assert "Timeout" in body["checks"][dependency], body
     assert all(v == "ok" for k, v in body["checks"].items() if k != dependency)
     assert body["grace_seconds"] == grace
     assert get("/healthz").status_code == 200
@@ -65,15 +70,16 @@ def _blip(get, proxy: TcpProxy, dependency: str, grace: float) -> None:
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("hang", [False, True], ids=["refused", "unanswered"])
 def test_a_redis_blip_leaves_the_process_ready_until_the_grace_window_ends(
-    gateway, tmp_path, fresh_outages
+    gateway, tmp_path, fresh_outages, hang
 ):
     with redis_server(tmp_path) as server:
         proxy = TcpProxy(("127.0.0.1", server.port))
         url = f"redis://:{PASSWORD}@127.0.0.1:{proxy.port}/0"
         try:
             with override_settings(REDIS_URL=url, SWITCHYARD_READY_GRACE_SECONDS=GRACE):
-                _blip(gateway.http.get, proxy, "redis", GRACE)
+                _blip(gateway.http.get, proxy, "redis", GRACE, hang=hang)
         finally:
             proxy.close()
 
@@ -100,7 +106,10 @@ def test_the_grace_window_restarts_with_each_outage(gateway, tmp_path, fresh_out
 
 @pytest.mark.live
 @pytest.mark.django_db
-def test_a_database_blip_leaves_a_live_process_ready_until_the_grace_window_ends():
+@pytest.mark.parametrize("hang", [False, True], ids=["refused", "unanswered"])
+def test_a_database_blip_leaves_a_live_process_ready_until_the_grace_window_ends(hang):
+    """Refused: the database's host is up but PostgreSQL is not. Unanswered:
+    packets vanish, and only the probe's own timeout tells."""
     db = settings.DATABASES["default"]
     if not db["ENGINE"].endswith("postgresql"):
         pytest.skip("a database blip needs PostgreSQL over TCP (DATABASE_URL=postgres://...)")
@@ -113,7 +122,8 @@ def test_a_database_blip_leaves_a_live_process_ready_until_the_grace_window_ends
     env["DATABASE_URL"] = f"postgres://{auth}@127.0.0.1:{proxy.port}/{db['NAME']}"
     server = start_daphne(env=env)
     try:
-        _blip(lambda path: httpx.get(server.url + path, timeout=10), proxy, "database", grace)
+        get = lambda path: httpx.get(server.url + path, timeout=10)  # noqa: E731
+        _blip(get, proxy, "database", grace, hang=hang)
     finally:
         server.stop()
         proxy.close()
