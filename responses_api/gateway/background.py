@@ -114,12 +114,12 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
         for number, kind in enumerate(("response.created", "response.queued"))
     ]
     await events.append(organisation_id, response_id, 0, opening)
-    background_run.dispatch(organisation_id, response_id)
+    await background_run.dispatch(organisation_id, response_id)
     # The worker writes this request's row when the work ends.
     exchange.submitted = True
     if not exchange.stream:
         return Reply(snapshot)
-    await _follow(call.responder, organisation_id, response_id, -1, snapshot)
+    await _follow(call.responder, organisation_id, response_id, -1)
     return None
 
 
@@ -186,29 +186,31 @@ async def retrieve(call: Call) -> Reply | None:
             param="stream",
         )
     call.exchange.asked(model=response.get("model", ""), stream=True, prompt_cache_key=None)
-    await _follow(call.responder, organisation_id, response["id"], after, response)
+    await _follow(call.responder, organisation_id, response["id"], after)
     return None
 
 
-async def _follow(
-    responder: Responder,
-    organisation_id: int,
-    response_id: str,
-    after: int,
-    response: dict[str, Any],
-) -> None:
+async def _follow(responder: Responder, organisation_id: int, response_id: str, after: int) -> None:
     """Write the events after ``after``, then each new one, until the log
-    ends; check the worker lives whenever none came for ``FOLLOW_WAIT``."""
+    ends. Whenever none came for ``FOLLOW_WAIT``, look at the response:
+    its worker may have died (it is reaped), or its log expired."""
     await responder.start_stream()
+    settled = False
     while True:
         read = await events.read(organisation_id, response_id, after, wait=FOLLOW_WAIT)
         if read.events:
             after = read.events[-1][0]
             await responder.chunk(b"".join(event for _, event in read.events))
             continue
-        if read.ended:
+        if read.ended or settled:
             break
-        await background_run.reap(organisation_id, response_id, response)
+        stored = await sync_to_async(store.response_get)(
+            organisation_id=organisation_id, response_id=response_id
+        )
+        if stored is None or stored.response.get("status") not in events.ACTIVE:
+            settled = True  # one more read: its last events may be on their way
+        else:
+            await background_run.reap(organisation_id, response_id, stored.response)
     await responder.end_stream(b"")
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import threading
 import time
@@ -162,6 +163,8 @@ async def reap(organisation_id: int, response_id: str, response: dict[str, Any])
     when nothing runs it any more: its worker's lease ran out, or nothing
     of it is kept (the embedded default's process restarted). True when
     it did."""
+    if response.get("status") not in events.ACTIVE:
+        return False
     state = await events.state(organisation_id, response_id)
     if state == "in_progress":
         if await events.lease_alive(organisation_id, response_id):
@@ -241,6 +244,17 @@ class LocalWorker:
         self.running.add(future)  # type: ignore[arg-type]
         future.add_done_callback(self._done)
 
+    def close(self) -> None:
+        """Close what the thread's loop holds open (backend connections,
+        Redis), once the responses it runs have ended; a later response
+        starts a new loop."""
+        with self.lock:
+            loop, self.loop = self.loop, None
+        if loop is None:
+            return
+        asyncio.run_coroutine_threadsafe(_close_loop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+
     def _done(self, future: Any) -> None:
         self.running.discard(future)
         if not future.cancelled() and future.exception() is not None:
@@ -258,32 +272,48 @@ def runner() -> str:
     return "celery" if settings.REDIS_URL and not settings.CELERY_TASK_ALWAYS_EAGER else "local"
 
 
-def dispatch(organisation_id: int, response_id: str) -> None:
+async def dispatch(organisation_id: int, response_id: str) -> None:
     """Hand the queued response to a worker."""
     if runner() == "local":
         local_worker.submit(organisation_id, response_id)
         return
-    from celery import current_app
-
-    current_app.send_task(
-        "responses_api.tasks.run_background_response", args=[organisation_id, response_id]
+    await asyncio.to_thread(
+        _celery().send_task,
+        "responses_api.tasks.run_background_response",
+        args=[organisation_id, response_id],
     )
+
+
+@functools.cache
+def _celery() -> Any:
+    """A Celery app that only sends tasks, made at the first one: a web
+    process that queues no background response never loads Celery."""
+    from celery import Celery
+
+    app = Celery("switchyard")
+    app.config_from_object("django.conf:settings", namespace="CELERY")
+    return app
+
+
+async def _close_loop() -> None:
+    """Close what this event loop opened: backend connections, Redis."""
+    from responses_api.backends.client import close_clients
+    from responses_api.runtime import redis_conn
+
+    await close_clients()
+    client = redis_conn._clients.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.aclose()
 
 
 def run_to_end(organisation_id: int, response_id: str) -> None:
     """A Celery worker's run, in an event loop of its own that closes
-    what it opened (backend connections, Redis)."""
+    what it opened."""
 
     async def main() -> None:
-        from responses_api.backends.client import close_clients
-        from responses_api.runtime import redis_conn
-
         try:
             await run(organisation_id, response_id)
         finally:
-            await close_clients()
-            client = redis_conn._clients.pop(asyncio.get_running_loop(), None)
-            if client is not None:
-                await client.aclose()
+            await _close_loop()
 
     asyncio.run(main())

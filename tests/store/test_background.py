@@ -23,8 +23,12 @@ SLOW = "[[rate:10]] [[tokens:400]] go slowly"
 @pytest.fixture(autouse=True)
 def _local_worker(settings):
     """The worker thread of the web process, with or without Redis."""
+    from responses_api.gateway.background_run import local_worker
+
     settings.SWITCHYARD_BACKGROUND_RUNNER = "local"
     yield
+    wait_for(lambda: not local_worker.running, timeout=30)
+    local_worker.close()
     # The worker's database work ran on asgiref's one thread for the ORM
     # (the worker thread has no request around it): its connection closes
     # here, before the test database is flushed or dropped.
@@ -201,12 +205,32 @@ def test_a_worker_that_stops_leaves_its_response_failed(client, settings):
     assert frozen is not None
     frozen.call_soon_threadsafe(frozen.stop)
     worker.loop = None  # the next response gets a new one
-    try:
-        failed = _poll(client, queued.id, "failed", timeout=15)
-    finally:
-        frozen.call_soon_threadsafe(lambda: None)
+    worker.running.clear()  # the frozen run will never end
+    failed = _poll(client, queued.id, "failed", timeout=15)
     assert failed.error is not None
     assert "stopped before it finished" in failed.error.message
     with client.responses.stream(response_id=queued.id) as stream:
         kinds = [event.type for event in stream]
     assert kinds[-1] == "response.failed"
+
+
+def test_malformed_stream_queries_and_unknown_ids_are_4xx_with_the_envelope(gateway, acme, client):
+    queued = client.responses.create(model="sim-model", input="[[tokens:3]] go", background=True)
+    headers = {"authorization": f"Bearer {acme.key}"}
+    bad = gateway.http.get(
+        f"/v1/responses/{queued.id}?stream=true&starting_after=later", headers=headers
+    )
+    assert bad.status_code == 400
+    assert bad.json()["error"]["param"] == "starting_after"
+    assert bad.headers["x-request-id"]
+    for method, path in (
+        ("POST", "/v1/responses/resp_unknown/cancel"),
+        ("GET", "/v1/responses/resp_unknown?stream=true&starting_after=3"),
+        ("POST", "/v1/responses/%00/cancel"),
+    ):
+        answer = gateway.http.request(method, path, headers=headers)
+        assert answer.status_code == 404, path
+        assert answer.json()["error"]["code"] == "response_not_found"
+        assert answer.headers["x-request-id"]
+    wrong = gateway.http.get(f"/v1/responses/{queued.id}/cancel", headers=headers)
+    assert wrong.status_code == 405
