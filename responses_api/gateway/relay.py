@@ -130,8 +130,6 @@ async def create_response(
             preview,
             call.responder.writer() if exchange.stream else None,
         )
-        if joined is not None:
-            output.translator.echo["conversation"] = {"id": joined.conversation_id}
         pinned = call.headers.get(b"x-backend-id")
         upstream = failover.upstream(
             exchange,
@@ -382,6 +380,8 @@ def _translator(
     )
     if request.background:
         echo["background"] = True
+    if request.conversation is not None:
+        echo["conversation"] = {"id": request.conversation_id()}
     return StreamTranslator(
         response_id=response_id,
         model=request.model,
