@@ -27,9 +27,66 @@ class RedisServer:
     port: int
     socket_path: Path
     process: subprocess.Popen
+    tls_port: int | None = None
+    ca_path: Path | None = None
 
     def url(self, db: int = 0) -> str:
         return f"redis://:{PASSWORD}@127.0.0.1:{self.port}/{db}"
+
+
+def certificates(directory: Path) -> tuple[Path, Path, Path]:
+    """A CA, and a server certificate it signed for 127.0.0.1 and localhost:
+    (CA certificate, server certificate, server key)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "switchyard test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    server = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = directory / "ca.pem", directory / "server.pem", directory / "server.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return paths
 
 
 def redis_binary() -> str:
@@ -50,11 +107,22 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @contextmanager
-def redis_server(directory: Path) -> Iterator[RedisServer]:
-    """A password-protected, non-persistent redis-server on a free port and a socket."""
+def redis_server(directory: Path, tls: bool = False) -> Iterator[RedisServer]:
+    """A password-protected, non-persistent redis-server on a free port and a
+    socket, and with ``tls`` on a TLS port too (``ca_path`` verifies it)."""
     port = free_port()
     sock = directory / "redis.sock"
     log = _log_path("redis")
+    tls_args: list[str] = []
+    tls_port = ca_path = None
+    if tls:
+        ca_path, cert, key = certificates(directory)
+        tls_port = free_port()
+        tls_args = [
+            *("--tls-port", str(tls_port), "--tls-cert-file", str(cert)),
+            *("--tls-key-file", str(key), "--tls-ca-cert-file", str(ca_path)),
+            *("--tls-auth-clients", "no"),
+        ]
     process = subprocess.Popen(
         [
             redis_binary(),
@@ -74,11 +142,12 @@ def redis_server(directory: Path) -> Iterator[RedisServer]:
             "no",
             "--dir",
             str(directory),
+            *tls_args,
         ],
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
     )
-    server = RedisServer(port, sock, process)
+    server = RedisServer(port, sock, process, tls_port, ca_path)
     try:
         client = redis.Redis.from_url(server.url(), socket_timeout=1)
         wait_for(lambda: _answers(client, process), timeout=20)

@@ -99,19 +99,36 @@ def test_only_sentinel_urls_change_the_cache_pool():
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory) -> Iterator[tuple[RedisServer, int]]:
     directory = tmp_path_factory.mktemp("redis")
-    with redis_server(directory) as server, sentinel(directory, server) as sentinel_port:
-        yield server, sentinel_port
+    with redis_server(directory, tls=True) as server, sentinel(directory, server) as port:
+        yield server, port
 
 
 def _forms(server: RedisServer, sentinel_port: int) -> dict[str, str]:
     return {
         "redis": server.url(3),
+        "rediss": f"rediss://:{PASSWORD}@127.0.0.1:{server.tls_port}/3?ssl_ca_certs={server.ca_path}",
         "unix": f"unix://:{PASSWORD}@{server.socket_path}?db=3",
         "sentinel": f"redis+sentinel://:{PASSWORD}@127.0.0.1:{sentinel_port}/mymaster/3",
     }
 
 
-@pytest.mark.parametrize("form", ["redis", "unix", "sentinel"])
+def test_a_tls_server_is_verified(servers):
+    """Without the CA that signed the server's certificate, no client connects:
+    neither the app's nor Celery's (whose default for rediss:// would be not
+    to verify, were the URL not given ``ssl_cert_reqs=required``)."""
+    server, _ = servers
+    unverifiable = f"rediss://:{PASSWORD}@127.0.0.1:{server.tls_port}/3"
+    with pytest.raises(redis.ConnectionError, match="CERTIFICATE_VERIFY_FAILED|certificate"):
+        sync_client(unverifiable, socket_timeout=5).ping()
+    broker, options = celery_broker(unverifiable)
+    with (
+        kombu.Connection(broker, transport_options=options, connect_timeout=5) as conn,
+        pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED|certificate"),
+    ):
+        conn.ensure_connection(max_retries=1)
+
+
+@pytest.mark.parametrize("form", ["redis", "rediss", "unix", "sentinel"])
 def test_every_client_reaches_the_same_database(servers, form):
     server, sentinel_port = servers
     url = _forms(server, sentinel_port)[form]
