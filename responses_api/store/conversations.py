@@ -76,6 +76,12 @@ def _usable(identifier: str) -> bool:
     return "\x00" not in identifier
 
 
+def _column(item_id: str) -> str:
+    # PostgreSQL refuses NUL in text: such an id is kept (sealed, whole) but
+    # can never be named, as :func:`_usable` says.
+    return item_id.replace("\x00", "\ufffd")[:128]
+
+
 def _live(organisation_id: int, now: datetime) -> Any:
     return Conversation.objects.filter(organisation_id=organisation_id, expires_at__gt=now)
 
@@ -110,7 +116,7 @@ def _add(conversation_id: str, raw_items: list[Any]) -> list[dict[str, Any]]:
     items = stored_input(raw_items, {})
     ConversationItem.objects.bulk_create(
         ConversationItem(
-            conversation_id=conversation_id, item_id=str(item["id"])[:128], data=_seal(item)
+            conversation_id=conversation_id, item_id=_column(str(item["id"])), data=_seal(item)
         )
         for item in items
     )

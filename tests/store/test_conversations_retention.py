@@ -187,3 +187,27 @@ def test_a_body_that_is_not_json_is_a_415(client, gateway, acme):
     headers = {"authorization": f"Bearer {acme.key}", "content-type": "text/plain"}
     reply = gateway.http.post("/v1/conversations", content=b"{}", headers=headers)
     assert reply.status_code == 415 and reply.json()["error"]["code"] == "unsupported_media_type"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_nul_in_an_id_is_never_a_500(client, gateway, acme):
+    conversation = client.conversations.create(
+        items=[{"role": "user", "content": "x", "id": "msg_\x00nul"}]
+    )
+    (item,) = client.conversations.items.list(conversation.id).data
+    assert item.id == "msg_\x00nul"
+    headers = {"authorization": f"Bearer {acme.key}"}
+    base = f"/v1/conversations/{conversation.id}"
+    for reply in (
+        gateway.http.get(f"{base}/items/msg_%00nul", headers=headers),
+        gateway.http.delete(f"{base}/items/msg_%00nul", headers=headers),
+        gateway.http.get("/v1/conversations/conv_%00x/items", headers=headers),
+    ):
+        assert reply.status_code == 404, reply.text
+    answer = gateway.http.post(
+        "/v1/responses",
+        headers=headers,
+        json={"model": "sim-model", "input": "x", "conversation": "conv_\x00x"},
+    )
+    assert answer.status_code == 404
+    assert answer.json()["error"]["code"] == "conversation_not_found"
