@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import websocket_mode  # noqa: E402
 from loadgen import CHAT_DELTA, RESPONSES_DELTA, Result, run_load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -912,6 +913,22 @@ async def main_async(args) -> dict:
                 flush=True,
             )
 
+        sockets = None
+        if not args.only or "websocket" in args.only:
+            sockets = {}
+            for concurrency in (1, 8):
+                print(f"· WebSocket mode against SSE, concurrency {concurrency}", flush=True)
+                sockets[f"c{concurrency}"] = compared = await websocket_mode.compare(
+                    port=port,
+                    key=key,
+                    cpu=lambda: _cpu(daphne.pids),
+                    turns=60 if args.quick else 600,
+                    concurrency=concurrency,
+                    tokens=16,
+                )
+                through += sum(run["turns"] for run in compared.values())
+                print("  " + json.dumps(compared), flush=True)
+
         # Once the last exchanges have ended (their usage rows, the memory
         # given back after a burst: responses_api/runtime/memory.py).
         await asyncio.sleep(2.0)
@@ -934,6 +951,7 @@ async def main_async(args) -> dict:
             "backend": args.backend,
             "calibration": calibration,
             "scenarios": results,
+            "websocket": sockets,
             "gateway_memory_after_run": gateway_memory,
             "usage_rows": {"expected": through, "found": rows},
             "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
@@ -1112,6 +1130,30 @@ def verdict(report: dict) -> list[tuple[str, str, str, bool | None]]:
                 f"{_fmt(steady)} ms",
                 "≤ 50 ms",
                 steady is not None and steady <= 50,
+            )
+        )
+    for level, runs in (report.get("websocket") or {}).items():
+        ws, sse = runs["websocket"], runs["sse"]
+        out.append(
+            (
+                f"CPU per turn over WebSocket against SSE, same request, {level} "
+                "(permessage-deflate: informative)",
+                f"{ws['gateway_cpu_ms_per_turn']:.3g} ms against "
+                f"{sse['gateway_cpu_ms_per_turn']:.3g} (deflate "
+                f"{runs['websocket_deflate']['gateway_cpu_ms_per_turn']:.3g})",
+                "≤ SSE",
+                ws["gateway_cpu_ms_per_turn"] <= sse["gateway_cpu_ms_per_turn"],
+            )
+        )
+    if conversation := (report.get("websocket") or {}).get("c1"):
+        out.append(
+            (
+                "CPU per turn of a 40-turn conversation: WebSocket continuing on the "
+                "socket against SSE resending it (ZDR)",
+                f"{conversation['conversation_websocket']['gateway_cpu_ms_per_turn']:.3g} ms "
+                f"against {conversation['conversation_sse']['gateway_cpu_ms_per_turn']:.3g}",
+                "–",
+                None,
             )
         )
     usage = report["usage_rows"]

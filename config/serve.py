@@ -27,6 +27,13 @@ measured by the benchmark (bench/README.md):
   ``header_timeout`` (a request head not complete within
   ``SWITCHYARD_HEADER_TIMEOUT_SECONDS`` closes its connection).
   ``SWITCHYARD_SERVER_PATCHES=none`` serves with stock daphne and Twisted.
+- WebSockets (WebSocket mode of ``/v1/responses``): permessage-deflate is
+  accepted when a client offers it (autobahn's ``setProtocolOptions``; daphne
+  leaves it off), a frame may be as large as a request body
+  (``SWITCHYARD_MAX_BODY_BYTES``, unless ``--websocket-max-message-size`` or
+  ``--websocket-max-frame-size`` is given; daphne's default is 1 MiB), and a
+  socket's frames leave in one write per loop turn
+  (``config/websocket_writes.py``).
 - pyOpenSSL is not loaded unless daphne is given a TLS endpoint
   (``-e ssl:…``): TLS ends at the reverse proxy, and Twisted, which loads
   it for TLS on its own sockets whenever it is installed, serves plain TCP
@@ -50,6 +57,7 @@ from typing import Any
 import uvloop
 
 from config import patches
+from config.websocket_writes import coalescing
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,6 +87,8 @@ def main(argv: list[str] | None = None) -> None:
                 # Autobahn accepts no compression unless told to; WebSocket
                 # mode's clients (Codex) offer permessage-deflate.
                 self.ws_factory.setProtocolOptions(perMessageCompressionAccept=accept_deflate)
+                # A response's frames leave in one write per loop turn.
+                self.ws_factory.protocol = coalescing(self.ws_factory.protocol)
                 if ready_callable is not None:
                     ready_callable()
 

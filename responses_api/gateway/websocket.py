@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -104,7 +105,7 @@ class Frame:
 
     __slots__ = ("body", "error", "generate", "kind")
 
-    def __init__(self, message: dict[str, Any]) -> None:
+    def __init__(self, message: Mapping[str, Any]) -> None:
         self.kind = ""
         self.body = b""
         self.generate = True
@@ -114,7 +115,7 @@ class Frame:
         except ApiError as error:
             self.error = error
 
-    def _read(self, message: dict[str, Any]) -> None:
+    def _read(self, message: Mapping[str, Any]) -> None:
         text = message.get("text")
         if text is None:
             raise invalid("Send JSON text frames; binary frames are not read.", code="invalid_json")
@@ -170,7 +171,7 @@ class Connection:
         self.key = key_from_headers(self.headers)
         self.state = SocketState()
         self.chain = LocalChain()
-        self.frames: asyncio.Queue[dict[str, Any] | _Stop] = asyncio.Queue()
+        self.frames: asyncio.Queue[Mapping[str, Any] | _Stop] = asyncio.Queue()
         self.turn: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
@@ -190,25 +191,18 @@ class Connection:
         drain.sockets.add(self)
         worker = asyncio.ensure_future(self._work())
         try:
-            while not worker.done():
-                reading = asyncio.ensure_future(self.receive())
-                await asyncio.wait((reading, worker), return_when=asyncio.FIRST_COMPLETED)
-                if not reading.done():
-                    reading.cancel()
-                    break
-                message = reading.result()
-                if message["type"] == "websocket.disconnect":
-                    self.state.closed = True
-                    break
-                if message["type"] == "websocket.receive":
-                    self.frames.put_nowait(dict(message))
+            # Until the client's close (or the server's, once acknowledged)
+            # ends the socket: daphne then says it is disconnected.
+            while (message := await self.receive())["type"] != "websocket.disconnect":
+                if message["type"] == "websocket.receive" and not worker.done():
+                    self.frames.put_nowait(message)
         finally:
+            self.state.closed = True
             limit.cancel()
             drain.sockets.discard(self)
             if not worker.done():
                 worker.cancel()
                 await asyncio.gather(worker, return_exceptions=True)
-            await self.close(NORMAL)
 
     def shut(self) -> None:
         """The process drains: close once the response under way has ended."""
