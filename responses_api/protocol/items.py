@@ -177,7 +177,8 @@ class CompactionItem(Loose):
     """A conversation compacted by this server: its summary, sealed
     (``translate.compaction``)."""
 
-    type: Literal["compaction"]
+    # Codex also names the item ``context_compaction`` in the history it replays.
+    type: Literal["compaction", "context_compaction"]
     encrypted_content: StrictStr
     id: StrictStr | None = None
 
@@ -205,6 +206,7 @@ ITEM_TAGS = {
     "reasoning": "ReasoningItem",
     "item_reference": "ItemReference",
     "compaction": "CompactionItem",
+    "context_compaction": "CompactionItem",
     "compaction_trigger": "CompactionTriggerItem",
     **dict.fromkeys(HOSTED_ITEM_TYPES, "HostedItem"),
 }

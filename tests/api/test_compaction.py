@@ -242,3 +242,11 @@ def test_a_compaction_token_opens_while_its_key_is_listed(gateway, acme, setting
     with pytest.raises(BadRequestError) as retired:
         _sent_back(client, item)
     assert retired.value.body["param"] == "input[1].encrypted_content"
+
+
+def test_codexs_context_compaction_name_for_the_item_is_taken_too(gateway, acme, local_simulator):
+    client = gateway.openai(acme.key)
+    item = {**_compaction(client, "cmp-9"), "type": "context_compaction"}
+    assert _sent_back(client, item).status == "completed"
+    sent = received(local_simulator, "cmp-9")["messages"]
+    assert sent[1]["content"].startswith(SUMMARY_PREFIX) and "cmp-9" in sent[1]["content"]
