@@ -18,9 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, f
 
 from responses_api.access.auth import Caller
 from responses_api.gateway.call import Call, Reply
+from responses_api.gateway.relay import MAX_DEPTH, _deep_param, _too_deep
 from responses_api.gateway.responder import JSON
 from responses_api.protocol.body import INCLUDE_ACCEPTED
-from responses_api.protocol.errors import ApiError, from_validation_error, invalid
+from responses_api.protocol.errors import ApiError, from_validation_error, invalid, too_deep
 from responses_api.protocol.items import InputItem, ItemReference
 from responses_api.store import conversations as store
 from responses_api.store.conversation_turns import conversation_not_found, not_stored
@@ -103,13 +104,18 @@ def _body(call: Call, model: type[BaseModel], *, empty_ok: bool = False) -> tupl
     else:
         try:
             data = orjson.loads(call.body)
-        except orjson.JSONDecodeError:
+        except orjson.JSONDecodeError as exc:
+            if exc.msg.startswith("depth limit exceeded"):
+                raise too_deep(MAX_DEPTH) from None
             raise invalid(
                 "The request body is not valid JSON; send a single JSON object.",
                 code="invalid_json",
             ) from None
     if not isinstance(data, dict):
         raise invalid("The request body must be a JSON object.", code="invalid_json")
+    if _too_deep(data):
+        # Items are stored as JSON, which nests only so deep.
+        raise too_deep(MAX_DEPTH, param=_deep_param(data) or None)
     try:
         return model.model_validate(data), data
     except ValidationError as exc:

@@ -162,6 +162,17 @@ MALFORMED = [
     ("get", "{conv}/items?after=msg_unknown", b"", 400, "after"),
     ("put", "{conv}", b"{}", 405, None),
     ("get", "/v1/conversations/conv_%00x", b"", 404, None),
+    (
+        "post",
+        "/v1/conversations",
+        b'{"items": [{"type": "web_search_call", "id": "ws_1", "action": '
+        + b"[" * 300
+        + b"]" * 300
+        + b"}]}",
+        400,
+        "items",
+    ),
+    ("post", "{conv}/items", b'{"items": ' + b"[" * 2000 + b"]" * 2000 + b"}", 400, None),
 ]
 
 
