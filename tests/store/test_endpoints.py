@@ -85,7 +85,7 @@ def test_bad_list_parameters_are_a_400_naming_them(client, gateway, acme, query,
     assert answer.status_code == 400 and answer.json()["error"]["param"] == param
 
 
-def test_stream_replay_is_refused(client, gateway, acme):
+def test_stream_replay_is_refused_for_a_response_not_in_the_background(client, gateway, acme):
     response = client.responses.create(model="sim-model", input="x")
     answer = gateway.http.get(
         f"/v1/responses/{response.id}?stream=true",
@@ -93,7 +93,7 @@ def test_stream_replay_is_refused(client, gateway, acme):
     )
     assert answer.status_code == 400
     error = answer.json()["error"]
-    assert "Stream replay is not served" in error["message"] and error["param"] == "stream"
+    assert "Only background responses" in error["message"] and error["param"] == "stream"
 
 
 def test_each_call_leaves_a_usage_row_with_its_method(client):
