@@ -98,3 +98,19 @@ def test_every_reference_in_the_document_names_one_of_its_schemas():
     found = references(document)
     assert "#/components/schemas/Error" in found
     assert {ref.removeprefix("#/components/schemas/") for ref in found} <= names
+
+
+def test_the_document_describes_compaction_and_token_counts():
+    document = openapi_schema()
+    schemas = document["components"]["schemas"]
+    compact = document["paths"]["/responses/compact"]["post"]
+    assert compact["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/CompactResponse"
+    }
+    assert schemas["CompactedResponse"]["properties"]["object"] == {"const": "response.compaction"}
+    assert schemas["InputTokens"]["properties"]["object"] == {"const": "response.input_tokens"}
+    assert {"model", "input", "instructions", "previous_response_id"} <= set(
+        schemas["CompactResponse"]["properties"]
+    )
+    assert "context_management" in schemas["CreateResponse"]["properties"]
+    assert schemas["ContextManagement"]["properties"]["type"]["const"] == "compaction"
