@@ -52,7 +52,9 @@ def test_an_input_past_the_threshold_is_compacted_first_and_the_response_says_so
         "Shorten it, auto-1-last [[tokens:4]]"
     ]
     # One row for the request, counting both of its backend calls.
-    row = wait_rows(2, organisation=acme.organisation)[-1]
+    rows = wait_rows(2, organisation=acme.organisation)
+    assert len(rows) == 2  # the count, then the request: one row each
+    row = next(row for row in rows if row.endpoint == "/responses")
     assert row.endpoint == "/responses" and row.status == 200
     assert row.input_tokens == response.usage.input_tokens > counted.input_tokens
 
