@@ -202,6 +202,7 @@ def _operation(operation: Operation) -> dict[str, Any]:
         }
     errors = {str(code): _answer(ERRORS[code], ERROR_CONTENT) for code in operation.errors}
     described["responses"] = {"200": _answer(operation.answer, operation.content), **errors}
+    described.update(operation.extensions)
     return described
 
 

@@ -44,6 +44,8 @@ class Operation:
     answer: str = ""  # what the 200 answer is
     content: Mapping[str, Schema] = field(default_factory=dict)  # of the 200, by media type
     errors: tuple[int, ...] = ()  # the error statuses it may answer
+    # Specification extensions (``x-…``) of the operation, as they are.
+    extensions: Mapping[str, Any] = field(default_factory=dict)
 
 
 PARAMETER = re.compile(r"\{(\w+)\}")
@@ -114,6 +116,26 @@ CONVERSATION_ROUTES = tuple(
 )
 
 
+# WebSocket mode, which OpenAPI cannot describe as an operation: the upgrade
+# of GET /responses (README, "WebSocket mode").
+WEBSOCKET_MODE: Mapping[str, Any] = {
+    "summary": "Create responses over one WebSocket (GET /responses, upgraded)",
+    "description": (
+        "Connect with the key in `Authorization: Bearer`. Send text frames "
+        '`{"type": "response.create", ...}` holding a `CreateResponse` body (`stream` '
+        "implied, `background` refused; `generate: false` creates a response without "
+        "running the model, to start a chain). Each event of the answer comes back as one "
+        "text frame, the `StreamEvent` an SSE `data:` line would hold. `previous_response_id` "
+        "naming the socket's last response continues it without the store, also in an "
+        'organisation that stores nothing. Errors are frames `{"type": "error", '
+        '"status": <HTTP status>, "error": {...}}`. A socket lives at most 60 minutes, '
+        "then gets `websocket_connection_limit_reached` and is closed."
+    ),
+    "headers": {"OpenAI-Beta": "responses_websockets=2026-02-06 (optional)"},
+    "clientFrames": {"response.create": {"$ref": "#/components/schemas/CreateResponse"}},
+    "serverFrames": {"$ref": "#/components/schemas/StreamEvent"},
+}
+
 ROUTES: tuple[Route, ...] = (
     Route(
         "/responses",
@@ -126,8 +148,10 @@ ROUTES: tuple[Route, ...] = (
                     "With `background: true` (organisations that store responses only; "
                     "otherwise a 400) the response is queued and answered at once with "
                     "`status: queued`, or with `stream: true` its events are followed as "
-                    "they come; it runs on a worker."
+                    "they come; it runs on a worker. The same bodies can be sent over one "
+                    "WebSocket (WebSocket mode, `x-websocket`)."
                 ),
+                extensions={"x-websocket": WEBSOCKET_MODE},
                 request="CreateResponse",
                 answer=(
                     "The response; with `stream: true` an event stream of "
