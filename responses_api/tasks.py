@@ -48,8 +48,6 @@ def run_background_response(organisation_id: int, response_id: str) -> None:
 @shared_task
 def reap_background_responses() -> int:
     """Fails the background responses whose worker died (its lease ran out)."""
-    import asyncio
+    from responses_api.gateway.background_run import sweep
 
-    from responses_api.gateway.background_run import reap_expired
-
-    return asyncio.run(reap_expired())
+    return sweep()

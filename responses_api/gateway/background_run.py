@@ -25,7 +25,8 @@ import functools
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -41,6 +42,7 @@ from responses_api.store import events
 from responses_api.store.background import background_update
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CANCEL_POLL = 0.2
 WORKER_LOST = (
@@ -309,11 +311,19 @@ async def _close_loop() -> None:
 def run_to_end(organisation_id: int, response_id: str) -> None:
     """A Celery worker's run, in an event loop of its own that closes
     what it opened."""
+    _run_closing(run(organisation_id, response_id))
 
-    async def main() -> None:
+
+def sweep() -> int:
+    """The beat task's sweep (:func:`reap_expired`), in a loop of its own."""
+    return _run_closing(reap_expired())
+
+
+def _run_closing(work: Coroutine[Any, Any, T]) -> T:
+    async def main() -> T:
         try:
-            await run(organisation_id, response_id)
+            return await work
         finally:
             await _close_loop()
 
-    asyncio.run(main())
+    return asyncio.run(main())

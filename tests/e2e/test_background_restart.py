@@ -180,3 +180,30 @@ def test_a_killed_worker_leaves_its_response_failed(tenant, worker, webs, settin
     assert kinds[-1] == "response.failed"
     rows = wait_rows(request_id=raw.headers["x-request-id"])
     assert [(row.status, row.error_code) for row in rows] == [(500, "worker_lost")]
+
+
+def test_a_response_cancelled_while_queued_never_runs(tenant, webs, simulator):
+    """No worker yet: the response waits in Celery's queue. Cancelled there,
+    it ends at once; the worker that takes it later only writes its row."""
+    _, web = webs
+    client = OpenAI(base_url=web.url + "/v1", api_key=tenant.key, max_retries=0)
+    before = httpx.get(simulator.url.removesuffix("/v1") + "/_sim/stats").json()["requests"]
+    raw = client.responses.with_raw_response.create(
+        model="sim-model", input="[[tokens:5]] never", background=True
+    )
+    queued = raw.parse()
+    assert client.responses.retrieve(queued.id).status == "queued"
+    assert client.responses.cancel(queued.id).status == "cancelled"
+    with client.responses.stream(response_id=queued.id) as stream:
+        kinds = [event.type for event in stream]
+    assert kinds == ["response.created", "response.queued"]
+
+    worker = _start_worker()
+    try:
+        rows = wait_rows(request_id=raw.headers["x-request-id"])
+    finally:
+        worker.stop()
+    assert [row.status for row in rows] == [499]
+    assert client.responses.retrieve(queued.id).status == "cancelled"
+    after = httpx.get(simulator.url.removesuffix("/v1") + "/_sim/stats").json()["requests"]
+    assert after == before
