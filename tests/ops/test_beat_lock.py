@@ -9,6 +9,7 @@ beat that was sending it is killed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -50,7 +51,7 @@ def test_the_claim_is_shared_through_redis_when_there_is_one():
 
 def _start_beat(url: str, directory, name: str) -> tuple[subprocess.Popen, object]:
     env = {
-        **__import__("os").environ,
+        **os.environ,
         "REDIS_URL": url,
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }
