@@ -26,6 +26,7 @@ def test_every_role_sees_it_without_the_key(estates, as_user, person):
     assert f"export SWITCHYARD_API_KEY={acme.key.prefix}…" in body
     assert "[model_providers.switchyard]" in body
     assert "remote compaction" in body
+    assert "supports_websockets = true" in body and "WebSocket mode" in body
     assert "acme-model" in body
     assert 'data-copy="#codex-config-toml"' in body
     assert "?download=model_catalog.json" in body
@@ -47,6 +48,8 @@ def test_downloads(estates, as_user):
     assert parsed["model_providers"]["switchyard"]["base_url"] == "http://testserver/v1"
     # The name that makes Codex compact long sessions on the server.
     assert parsed["model_providers"]["switchyard"]["name"] == "OpenAI"
+    # WebSocket mode: one socket per Codex session.
+    assert parsed["model_providers"]["switchyard"]["supports_websockets"] is True
     profile = client.get(page_url(acme.key, download="switchyard.config.toml"))
     assert tomllib.loads(profile.content.decode())["model"] == "acme-model"
     catalog = client.get(page_url(acme.key, download="model_catalog.json"))
