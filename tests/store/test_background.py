@@ -234,3 +234,18 @@ def test_malformed_stream_queries_and_unknown_ids_are_4xx_with_the_envelope(gate
         assert answer.headers["x-request-id"]
     wrong = gateway.http.get(f"/v1/responses/{queued.id}/cancel", headers=headers)
     assert wrong.status_code == 405
+
+
+def test_a_backend_that_refuses_fails_the_response_with_its_error(client, acme):
+    raw = client.responses.with_raw_response.create(
+        model="sim-model", input="[[status:400]] refuse", background=True
+    )
+    queued = raw.parse()
+    failed = _poll(client, queued.id, "failed")
+    assert failed.error is not None and failed.error.message
+    with client.responses.stream(response_id=queued.id) as stream:
+        kinds = [event.type for event in stream]
+    assert kinds == ["response.created", "response.queued", "response.failed"]
+    rows = wait_for(lambda: usage_rows(request_id=raw.headers["x-request-id"]), timeout=10)
+    assert len(rows) == 1 and rows[0].status >= 400
+    assert rows[0].error_code == failed.error.code
