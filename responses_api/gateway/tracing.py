@@ -49,13 +49,13 @@ def trace_end(call: Call, trace: telemetry.RequestTrace) -> None:
     try:
         if trace.span.is_recording():
             _record(call, trace)
-    except Exception:
-        log.exception("the trace of request %s could not be recorded", call.exchange.request_id)
-    finally:
         for backend_call in trace.calls:
             # A call cut before its answer (the client left while it connected).
             if backend_call.span.is_recording():
                 backend_call.end()
+    except Exception:
+        log.exception("the trace of request %s could not be recorded", call.exchange.request_id)
+    finally:
         trace.span.end()
 
 

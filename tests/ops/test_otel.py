@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import server_env, start_daphne, start_simulator, wait_for
+from tests.conftest import server_env, start_daphne, start_simulator, wait_for, wait_rows
 from tests.ops.otlp_collector import Collector, Span
 
 pytestmark = pytest.mark.django_db
@@ -239,22 +239,22 @@ def test_an_untraced_web_process_never_loads_the_sdk():
 
 @pytest.mark.live
 @pytest.mark.django_db(transaction=True)
-def test_a_web_process_exports_its_spans_when_it_stops(collector, provision):
+def test_a_web_process_exports_its_spans_when_it_stops(collector, people, provision):
     """daphne with the endpoint set: a queued stream's spans (a backend of
     one slot, busy) are exported at SIGTERM, under ``OTEL_SERVICE_NAME``,
     though the batch delay is far longer than the test."""
     simulator = start_simulator()
     try:
-        tenant = provision("acme", simulator.url)
         from responses_api.catalogue.services.backends import backend_ensure
 
         backend_ensure(
-            organisation=tenant.organisation,
+            organisation=people["acme"],
             name="sim",
             base_url=simulator.url,
             dialect="openai",
             max_concurrency=1,
         )
+        tenant = provision("acme", simulator.url)
         server = start_daphne(
             server_env(
                 OTEL_EXPORTER_OTLP_ENDPOINT=collector.url,
@@ -292,9 +292,27 @@ def test_a_web_process_exports_its_spans_when_it_stops(collector, provision):
                 assert stream.status_code == 200
                 assert "response.completed" in stream.read().decode()
             first.join(30)
+            # A stream its client abandons after the first delta: a 499.
+            gone, gone_trace, _ = traceparent()
+            with httpx.stream(
+                "POST",
+                server.url + "/v1/responses",
+                headers={**headers, "traceparent": gone},
+                json={"model": "sim-model", "input": "[[rate:5]] [[tokens:100]]", "stream": True},
+                timeout=30,
+            ) as stream:
+                for line in stream.iter_lines():
+                    if "output_text.delta" in line:
+                        break
+            wait_rows(1, status=499)
             assert collector.trace(trace_id) == []  # held in the batch
         finally:
             server.stop()
+        abandoned, backend, _ = by_kind(collector.trace(gone_trace))
+        assert abandoned.attributes["http.response.status_code"] == 499
+        assert abandoned.attributes["error.type"] == "client_disconnected"
+        assert abandoned.status == "UNSET"  # the client's doing, not the server's
+        assert backend.end_ns <= abandoned.end_ns
         request, _, spans = by_kind(collector.trace(trace_id))
         assert request.parent_id == parent_id
         assert request.resource["service.name"] == "edge-gateway"
