@@ -250,3 +250,30 @@ def test_codexs_context_compaction_name_for_the_item_is_taken_too(gateway, acme,
     assert _sent_back(client, item).status == "completed"
     sent = received(local_simulator, "cmp-9")["messages"]
     assert sent[1]["content"].startswith(SUMMARY_PREFIX) and "cmp-9" in sent[1]["content"]
+
+
+def test_compact_takes_the_body_codex_sends(gateway, acme, local_simulator):
+    """Codex's remote compaction (v1) body: its tools, reasoning and text
+    settings come along and are not used for the summary."""
+    body = {
+        "model": "sim-model",
+        "input": conversation("cmp-10"),
+        "instructions": "You are a coding agent.",
+        "tools": [
+            {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+            {"type": "custom", "name": "apply_patch", "format": {"type": "grammar"}},
+            {"type": "web_search"},
+        ],
+        "parallel_tool_calls": True,
+        "reasoning": {"effort": "medium", "summary": "auto"},
+        "service_tier": "priority",
+        "prompt_cache_key": "session-1",
+        "text": {"verbosity": "low"},
+    }
+    answer = gateway.http.post(
+        "/v1/responses/compact", json=body, headers={"authorization": f"Bearer {acme.key}"}
+    )
+    assert answer.status_code == 200, answer.text
+    assert [item["type"] for item in answer.json()["output"]][-1] == "compaction"
+    sent = received(local_simulator, "cmp-10")
+    assert "tools" not in sent and sent["messages"][-1]["content"] == SUMMARY_PROMPT
