@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -207,3 +208,21 @@ def test_a_response_cancelled_while_queued_never_runs(tenant, webs, simulator):
     assert client.responses.retrieve(queued.id).status == "cancelled"
     after = httpx.get(simulator.url.removesuffix("/v1") + "/_sim/stats").json()["requests"]
     assert after == before
+
+
+def test_cancel_reaches_the_worker_and_aborts_the_backend_within_two_seconds(
+    tenant, worker, webs, simulator
+):
+    _, web = webs
+    client = OpenAI(base_url=web.url + "/v1", api_key=tenant.key, max_retries=0)
+    stats = simulator.url.removesuffix("/v1") + "/_sim/stats"
+    before = httpx.get(stats).json()["disconnects"]
+    queued = client.responses.create(
+        model="sim-model", input="[[rate:5]] [[tokens:400]] go", background=True
+    )
+    wait_for(lambda: client.responses.retrieve(queued.id).status == "in_progress", timeout=30)
+    started = time.monotonic()
+    cancelled = client.responses.cancel(queued.id)
+    assert cancelled.status == "cancelled"
+    assert time.monotonic() - started < 2.0
+    wait_for(lambda: httpx.get(stats).json()["disconnects"] > before, timeout=2.0)
