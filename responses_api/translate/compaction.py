@@ -15,6 +15,7 @@ Pure: no Django, no I/O.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,8 @@ EMPTY_SUMMARY = "(The model wrote no summary.)"
 # ``POST /v1/responses/compact``: its answer is a ``response.compaction``.
 SHAPE = "answer_shape"
 COMPACTED = "response.compaction"
+# Seconds between two ``response.compaction.compacting`` events.
+COMPACTING_EVERY = 1.0
 # OpenAI's own compaction blobs are Fernet tokens: this is how they start.
 OPENAI_PREFIX = "gAAAA"
 
@@ -256,10 +259,25 @@ class CompactionTranslator(StreamTranslator):
         self.kept = [kept_item(message) for message in kept] if compacted else []
         self.compacted = compacted
         self.compaction: dict[str, Any] | None = None
+        self.item_id = new_id("cmp")
+        self.quiet_until = 0.0
 
     def feed(self, data: dict[str, Any]) -> list[Event]:
+        """Nothing of the summary; while it is written, a
+        ``response.compaction.compacting`` now and then, so that a client's
+        idle timer sees the stream alive."""
         super().feed(data)
-        return []
+        if self.first_token_at is None or self.quiet_until > time.monotonic():
+            return []
+        self.quiet_until = time.monotonic() + COMPACTING_EVERY
+        index = len(self.kept)
+        return [
+            {
+                "type": "response.compaction.compacting",
+                "item_id": self.item_id,
+                "output_index": index,
+            }
+        ]
 
     def summary(self) -> str:
         text = "".join("".join(item.text) for item in self.items if item.kind == "message").strip()
@@ -270,7 +288,7 @@ class CompactionTranslator(StreamTranslator):
         if self.compaction is not None:
             return []
         token = self.compact_seal.seal(self.summary(), context(self.model_id))
-        item = {"id": new_id("cmp"), "type": "compaction", "encrypted_content": token}
+        item = {"id": self.item_id, "type": "compaction", "encrypted_content": token}
         self.compaction = item
         index = len(self.kept)
         return [

@@ -94,6 +94,9 @@ def test_a_compaction_trigger_answers_exactly_one_compaction_item_streamed_or_no
     assert [item.type for item in done] == ["compaction"]
     assert done[0].encrypted_content == final.output[0].encrypted_content
     assert not [e for e in events if e.type == "response.output_text.delta"]
+    # The summary is not streamed; that it is being written is.
+    compacting = [e for e in events if e.type == "response.compaction.compacting"]
+    assert compacting and compacting[0].item_id == done[0].id
     assert events[-1].type == "response.completed"
     rows = wait_rows(2, organisation=acme.organisation)
     assert all(row.status == 200 and row.output_tokens > 0 for row in rows)
