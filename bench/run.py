@@ -1141,8 +1141,9 @@ def verdict(report: dict) -> list[tuple[str, str, str, bool | None]]:
                 f"{ws['gateway_cpu_ms_per_turn']:.3g} ms against "
                 f"{sse['gateway_cpu_ms_per_turn']:.3g} (deflate "
                 f"{runs['websocket_deflate']['gateway_cpu_ms_per_turn']:.3g})",
-                "≤ SSE",
-                ws["gateway_cpu_ms_per_turn"] <= sse["gateway_cpu_ms_per_turn"],
+                "≤ SSE, to the CPU clock's resolution",
+                ws["gateway_cpu_ms_per_turn"]
+                <= sse["gateway_cpu_ms_per_turn"] + sse["resolution_ms_per_turn"],
             )
         )
     if conversation := (report.get("websocket") or {}).get("c1"):
