@@ -18,10 +18,17 @@ from pydantic import ValidationError
 from responses_api.backends.routing import no_backend
 from responses_api.gateway.auto_compact import count_tokens
 from responses_api.gateway.call import Call, Reply
-from responses_api.gateway.relay import _model, create_response, parse_request
+from responses_api.gateway.relay import (
+    MAX_DEPTH,
+    _deep_param,
+    _model,
+    _too_deep,
+    create_response,
+    parse_request,
+)
 from responses_api.gateway.responder import JSON
 from responses_api.protocol.compact import CompactRequest, CountRequest
-from responses_api.protocol.errors import from_validation_error, invalid
+from responses_api.protocol.errors import from_validation_error, invalid, too_deep
 from responses_api.store import continuation
 from responses_api.store.seal import reasoning_seal
 from responses_api.translate import compaction
@@ -40,6 +47,8 @@ def _object(call: Call) -> dict[str, Any]:
     if not isinstance(data, dict):
         parse_request(call.body, call.headers)  # raises the error that fits
         raise invalid("The request body must be a JSON object.", code="invalid_json")
+    if _too_deep(data):
+        raise too_deep(MAX_DEPTH, param=_deep_param(data) or None)
     return data
 
 

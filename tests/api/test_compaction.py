@@ -198,6 +198,7 @@ def test_the_readme_states_the_summarisation_prompt_as_sent():
     assert quoted == SUMMARY_PROMPT
 
 
+DEEP = b"[" * 300 + b"]" * 300
 MALFORMED = [
     (b"[]", "application/json", 400),
     (b'"compact me"', "application/json", 400),
@@ -210,6 +211,14 @@ MALFORMED = [
     (b'{"model": "sim-model", "input": [{"type": "compaction_trigger"}]}', "application/json", 400),
     (b'{"model": "nope", "input": "hi"}', "application/json", 404),
     (b'{"model": "sim-model", "input": "hi", "tools": 3}', "application/json", 400),
+    # Nested deeper than any request may be (README, "Responses API compatibility").
+    (b'{"model": "sim-model", "input": "hi", "tools": ' + DEEP + b"}", "application/json", 400),
+    (
+        b'{"model": "sim-model", "input": "hi", "tool_choice": ' + DEEP + b"}",
+        "application/json",
+        400,
+    ),
+    (b'{"model": "sim-model", "input": ' + DEEP + b"}", "application/json", 400),
 ]
 
 
