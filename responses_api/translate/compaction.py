@@ -283,6 +283,25 @@ class CompactionTranslator(StreamTranslator):
         text = "".join("".join(item.text) for item in self.items if item.kind == "message").strip()
         return text or EMPTY_SUMMARY
 
+    @property
+    def status(self) -> tuple[str, str | None]:
+        # A summary cut at the token limit still compacts: the conversation
+        # goes on (an unfinished compaction would end a Codex session).
+        if self.finish_reason == "length":
+            return "completed", None
+        return super().status
+
+    def notices(self) -> list[tuple[str, str]]:
+        if self.finish_reason != "length":
+            return super().notices()
+        return [
+            *super().notices(),
+            (
+                "compaction_summary_truncated",
+                "The summary reached max_output_tokens and was cut short there.",
+            ),
+        ]
+
     def close_items(self, status: str | None = None) -> list[Event]:
         super().close_items(status)
         if self.compaction is not None:

@@ -289,3 +289,19 @@ def test_compact_takes_the_body_codex_sends(gateway, acme, local_simulator):
     assert [item["type"] for item in answer.json()["output"]][-1] == "compaction"
     sent = received(local_simulator, "cmp-10")
     assert "tools" not in sent and sent["messages"][-1]["content"] == SUMMARY_PROMPT
+
+
+def test_a_summary_cut_at_max_output_tokens_still_compacts_and_says_so(
+    gateway, acme, local_simulator
+):
+    client = gateway.openai(acme.key)
+    response = client.responses.create(
+        model="sim-model",
+        input=[*conversation("cmp-11"), {"type": "compaction_trigger"}],
+        max_output_tokens=3,
+    )
+    assert response.status == "completed"
+    assert [item.type for item in response.output] == ["compaction"]
+    notices = response.model_extra["switchyard"]["notices"]
+    assert [n["code"] for n in notices] == ["compaction_summary_truncated"]
+    assert received(local_simulator, "cmp-11")["max_tokens"] == 3
