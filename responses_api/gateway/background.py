@@ -114,7 +114,22 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
         for number, kind in enumerate(("response.created", "response.queued"))
     ]
     await events.append(organisation_id, response_id, 0, opening)
-    await background_run.dispatch(organisation_id, response_id)
+    try:
+        await background_run.dispatch(organisation_id, response_id)
+    except Exception:
+        # No worker will ever take it: it ends here, and so does the request.
+        failed = {
+            **snapshot,
+            "status": "failed",
+            "error": {"code": "server_error", "message": "The response could not be queued."},
+        }
+        await sync_to_async(background_update)(
+            organisation_id=organisation_id, response_id=response_id, response=failed
+        )
+        await events.transition(organisation_id, response_id, "queued", "failed")
+        event = encode_event({"type": "response.failed", "response": failed}, len(opening))
+        await events.append(organisation_id, response_id, len(opening), [event], end=True)
+        raise
     # The worker writes this request's row when the work ends.
     exchange.submitted = True
     if not exchange.stream:

@@ -63,15 +63,17 @@ async def run(organisation_id: int, response_id: str) -> None:
         return
     job = Job.load(data)
     exchange = job.exchange()
+    lease = settings.SWITCHYARD_BACKGROUND_LEASE_SECONDS
+    # The lease first: a reader never sees it in progress without one.
+    await events.lease_renew(organisation_id, response_id, lease)
     if not await events.transition(organisation_id, response_id, "queued", "in_progress"):
+        await events.lease_drop(organisation_id, response_id)
         # Cancelled while queued (the cancel ended it): the row is still owed.
         exchange.asked(model=job.snapshot.get("model", ""), stream=False, prompt_cache_key=None)
         exchange.client_gone()
         exchange.outcome = exchange.outcome._replace(note=CANCELLED)
         await exchange.submit()
         return
-    lease = settings.SWITCHYARD_BACKGROUND_LEASE_SECONDS
-    await events.lease_renew(organisation_id, response_id, lease)
     sink = Sink(organisation_id, response_id)
     headers = {b"content-type": b"application/json"}
     if job.pinned:

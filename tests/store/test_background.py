@@ -11,7 +11,7 @@ import time
 import httpx
 import orjson
 import pytest
-from openai import BadRequestError, NotFoundError, OpenAI
+from openai import BadRequestError, InternalServerError, NotFoundError, OpenAI
 
 from tests.conftest import usage_rows, wait_for
 
@@ -249,3 +249,26 @@ def test_a_backend_that_refuses_fails_the_response_with_its_error(client, acme):
     rows = wait_for(lambda: usage_rows(request_id=raw.headers["x-request-id"]), timeout=10)
     assert len(rows) == 1 and rows[0].status >= 400
     assert rows[0].error_code == failed.error.code
+
+
+def test_a_response_that_no_worker_can_take_fails_at_once(client, monkeypatch, settings):
+    """Celery's broker is unreachable: the request is a 500 with its row,
+    and the response it stored is failed, not queued for ever."""
+    from celery import Celery
+
+    from responses_api.gateway import background_run
+    from responses_api.models import StoredResponse
+    from responses_api.store.responses import response_get
+    from tests.conftest import free_port
+
+    settings.SWITCHYARD_BACKGROUND_RUNNER = "celery"
+    unreachable = Celery("switchyard", broker=f"redis://127.0.0.1:{free_port()}/0")
+    unreachable.conf.broker_connection_retry_on_startup = False
+    monkeypatch.setattr(background_run, "_celery", lambda: unreachable)
+    raw = client.responses.with_raw_response
+    with pytest.raises(InternalServerError):
+        raw.create(model="sim-model", input="x", background=True)
+    (row,) = StoredResponse.objects.all()
+    stored = response_get(organisation_id=row.organisation_id, response_id=row.id)
+    assert stored is not None and stored.response["status"] == "failed"
+    assert [r.status for r in usage_rows(endpoint="/responses")] == [500]
