@@ -13,7 +13,8 @@ The key is checked when the socket opens and again, from the cache, before
 each ``response.create``, so a revoked key stops the next turn. A refusal is
 one ``error`` frame (the OpenAI envelope with the HTTP status it would have
 had) followed by the close. Responses run one after another, in the order
-their frames arrived. A socket lives at most
+their frames arrived; a client with more than ``MAX_WAITING`` frames waiting
+is closed (``too_many_frames``). A socket lives at most
 ``SWITCHYARD_WEBSOCKET_MAX_SECONDS`` (60 minutes): then, once the response
 under way has ended, it gets the ``websocket_connection_limit_reached``
 error and is closed, and the client opens a new one. A draining process
@@ -68,6 +69,19 @@ def refused(error: ApiError) -> int:
 
 # Frames a client may send that ask for no response.
 IGNORED = frozenset({"response.processed"})
+
+# Frames a socket may have waiting behind the response under way: a client
+# that sends more is closed, rather than have the process hold them all.
+MAX_WAITING = 16
+
+
+def too_many_frames() -> ApiError:
+    return ApiError(
+        429,
+        f"More than {MAX_WAITING} frames are waiting on this socket: send the next "
+        "response.create once a response has ended.",
+        code="too_many_frames",
+    )
 
 
 def limit_reached() -> ApiError:
@@ -194,8 +208,13 @@ class Connection:
             # Until the client's close (or the server's, once acknowledged)
             # ends the socket: daphne then says it is disconnected.
             while (message := await self.receive())["type"] != "websocket.disconnect":
-                if message["type"] == "websocket.receive" and not worker.done():
-                    self.frames.put_nowait(message)
+                if message["type"] != "websocket.receive" or worker.done():
+                    continue
+                if self.frames.qsize() >= MAX_WAITING:
+                    error = too_many_frames()
+                    await self.refuse(error, refused(error))
+                    continue
+                self.frames.put_nowait(message)
         finally:
             self.state.closed = True
             limit.cancel()
@@ -257,6 +276,13 @@ class Connection:
             log.debug("the socket could not be closed", exc_info=True)
 
     async def _work(self) -> None:
+        try:
+            await self._answer_frames()
+        except Exception:  # a bug: the socket closes rather than hang
+            log.exception("WebSocket frames could not be answered")
+            await self.close(NORMAL)
+
+    async def _answer_frames(self) -> None:
         """Answer the frames one at a time; each response.create in a task
         of its own, which draining tracks and a disconnect cancels."""
         while True:

@@ -344,3 +344,21 @@ def test_the_connection_limit_ends_the_socket_with_its_error(acme):
         assert waited < 5
     finally:
         server.stop()
+
+
+def test_a_client_piling_up_frames_is_closed(api_server, acme):
+    slow = {"type": "response.create", "model": "sim-model", "input": "[[tokens:60]] [[rate:10]]"}
+    with ws_connect(
+        ws_url(api_server), additional_headers={"Authorization": f"Bearer {acme.key}"}
+    ) as socket:
+        for _ in range(30):
+            socket.send(json.dumps(slow))
+        events = []
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                events.append(json.loads(socket.recv(timeout=30)))
+    errors = [e for e in events if e["type"] == "error"]
+    assert errors[-1]["status"] == 429 and errors[-1]["error"]["code"] == "too_many_frames"
+    assert closed.value.rcvd.code == 4429
+    # The response under way was cut with the socket: its row says so.
+    assert wait_rows(1, organisation=acme.organisation)[0].status == 499
