@@ -12,7 +12,7 @@ import uuid
 
 import httpx
 import pytest
-from openai import OpenAI
+from openai import BadRequestError, OpenAI
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
@@ -362,3 +362,34 @@ def test_a_client_piling_up_frames_is_closed(api_server, acme):
     assert closed.value.rcvd.code == 4429
     # The response under way was cut with the socket: its row says so.
     assert wait_rows(1, organisation=acme.organisation)[0].status == 499
+
+
+def test_a_storing_organisation_continues_unstored_responses_on_the_socket(
+    api_server, provision, simulator, people
+):
+    from responses_api.models import StoredResponse
+
+    store_policy(people["acme"])
+    acme = provision("acme", simulator.url)
+    client = OpenAI(base_url=api_server.url + "/v1", api_key=acme.key, max_retries=0)
+    marker = uuid.uuid4().hex[:8]
+    with client.responses.connect() as connection:
+        connection.response.create(
+            model="sim-model", store=False, input=f"one-{marker} [[text:first]]"
+        )
+        first = until_done(connection)[-1].response
+        assert first.store is False
+        connection.response.create(
+            model="sim-model",
+            store=False,
+            previous_response_id=first.id,
+            input=f"two-{marker} [[tokens:2]]",
+        )
+        assert until_done(connection)[-1].type == "response.completed"
+    messages = received(simulator, f"two-{marker}")["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert not StoredResponse.objects.filter(organisation=acme.organisation).exists()
+    # Over HTTP the same id is unknown: it lived on the socket only.
+    with pytest.raises(BadRequestError) as caught:
+        client.responses.create(model="sim-model", previous_response_id=first.id, input="x")
+    assert caught.value.code == "previous_response_not_found"
