@@ -156,7 +156,7 @@ def test_a_stream_resumed_on_another_web_process_is_byte_identical(tenant, worke
     assert rows[0].status == 200 and rows[0].output_tokens == done.usage.output_tokens
 
 
-def test_a_killed_worker_leaves_its_response_failed(tenant, worker, webs, settings):
+def test_a_killed_worker_leaves_its_response_failed(tenant, worker, webs):
     from responses_api.tasks import reap_background_responses
 
     _, web = webs
@@ -170,7 +170,6 @@ def test_a_killed_worker_leaves_its_response_failed(tenant, worker, webs, settin
     worker.process.wait(10)
 
     # The beat's sweep finds the lease run out and fails the response.
-    settings.SWITCHYARD_BACKGROUND_LEASE_SECONDS = float(LEASE_SECONDS)
     assert wait_for(reap_background_responses, timeout=15) == 1
     failed = client.responses.retrieve(queued.id)
     assert failed.status == "failed"
