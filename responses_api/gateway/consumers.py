@@ -31,6 +31,7 @@ from responses_api.gateway.draining import drain, shutting_down
 from responses_api.gateway.encoding import decode
 from responses_api.gateway.ending import end_exchange
 from responses_api.gateway.exchange import Client, Exchange, new_request_id
+from responses_api.gateway.failures import failure, server_error
 from responses_api.gateway.responder import Responder
 from responses_api.gateway.tracing import trace_begin, trace_end
 from responses_api.protocol.errors import ApiError, body_too_large, body_too_slow, invalid
@@ -133,14 +134,8 @@ class ApiConsumer:
                 await exchange.give_back_held()
 
 
-def _server_error() -> ApiError:
-    return ApiError(
-        500, "The server had an error while processing the request.", code="server_error"
-    )
-
-
 async def _unexchanged(send: Send) -> None:
-    error = _server_error()
+    error = server_error()
     body = error.to_bytes()
     headers = [
         (b"content-type", b"application/json"),
@@ -162,7 +157,7 @@ async def _salvage(call: Call, exc: Exception) -> None:
     its housekeeping (daphne's 500 page cannot be sent any more)."""
     exchange, responder = call.exchange, call.responder
     log.error("request %s failed", exchange.request_id, exc_info=exc)
-    error = _server_error()
+    error = server_error()
     try:
         if not exchange.submitted and exchange.caller is not None:
             if exchange.outcome.status != 499:
@@ -231,9 +226,8 @@ async def _run(
             # The process's shutdown deadline: end the response properly.
             error = shutting_down()
             exchange.cut_by_shutdown()
-        except Exception as exc:  # a bug or an unexpected failure: never a traceback out
-            log.exception("request %s failed", exchange.request_id)
-            error = _server_error()
+        except Exception as exc:  # a bug or an outage: never a traceback out
+            error = failure(exchange.request_id, exc)
             detail = f"{type(exc).__name__}: {exc}"
         await end_exchange(call, error=error, reply=reply, detail=detail)
     except asyncio.CancelledError:

@@ -54,6 +54,7 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
+import redis.exceptions
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
@@ -262,7 +263,7 @@ class UsageSink:
         self._wake: asyncio.Event | None = None
 
     def _ensure_task(self) -> None:
-        if settings.REDIS_URL and not settings.SWITCHYARD_USAGE_DRAIN_IN_WEB:
+        if settings.REDIS_URL and not settings.SWITCHYARD_USAGE_DRAIN_IN_WEB and not self.pending:
             return  # Celery's drain_usage writes the rows
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done() or self._loop is not loop:
@@ -297,7 +298,17 @@ class UsageSink:
         then: Sequence[Sequence[Any]] = (),
     ) -> None:
         # In the round trip of every request ending in the same turn of the loop.
-        await redis_conn.run_batch([("XADD", STREAM, "*", "r", encode_row(row)), *then], scripts)
+        try:
+            await redis_conn.run_batch(
+                [("XADD", STREAM, "*", "r", encode_row(row)), *then], scripts
+            )
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            # Redis is out of reach: this process writes the row itself
+            # (inserts are idempotent on request_id, should the append have
+            # landed after all). What ``then`` gave back expires instead.
+            log.warning("usage row %s kept in memory: Redis: %s", row["request_id"], exc)
+            self.pending.append(row)
+            self._ensure_task()
         self._wake_writer()
 
     def _wake_writer(self) -> None:
@@ -338,8 +349,14 @@ class UsageSink:
                 log.exception("%d usage rows could not be written at exit", len(rows))
 
     async def flush(self) -> int:
+        written = await self._write_pending()
         if settings.REDIS_URL:
-            return await sync_to_async(_drain_once, thread_sensitive=False)()
+            written += await sync_to_async(_drain_once, thread_sensitive=False)()
+        return written
+
+    async def _write_pending(self) -> int:
+        """The rows held in memory: all of them in the embedded default, and
+        with Redis those its stream could not take."""
         rows, self.pending = self.pending, []
         if not rows:
             return 0
