@@ -1,9 +1,9 @@
 """OpenTelemetry traces of API requests (README, "Traces (OpenTelemetry)").
 
 Off unless ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``…_TRACES_ENDPOINT``) is
-set. Off, :data:`tracer` stays None, the OpenTelemetry SDK is never
-imported, and a request pays for three checks of that None: no span, no
-header, the bytes sent to a backend unchanged.
+set. Off, :data:`tracer` stays None, the SDK's tracing and the exporter
+are never imported, and a request pays for three checks of that None: no
+span, no header, the bytes sent to a backend unchanged.
 
 On, a request's spans come from two sources, chosen by whether anything
 must know a span's id while the request runs:
