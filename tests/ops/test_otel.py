@@ -16,7 +16,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import server_env, start_daphne, start_simulator, wait_for, wait_rows
+from tests.conftest import (
+    free_port,
+    server_env,
+    start_daphne,
+    start_simulator,
+    wait_for,
+    wait_rows,
+)
 from tests.ops.otlp_collector import Collector, Span
 
 pytestmark = pytest.mark.django_db
@@ -329,3 +336,21 @@ def test_a_web_process_exports_its_spans_when_it_stops(collector, people, provis
         assert collector.paths and set(collector.paths) == {"/v1/traces"}
     finally:
         simulator.stop()
+
+
+def test_a_backend_that_cannot_be_reached_leaves_a_failed_client_span(traced, gateway, provision):
+    tenant = provision("acme", f"http://127.0.0.1:{free_port()}/v1")
+    header, trace_id, _ = traceparent()
+    answer = gateway.http.post(
+        "/v1/responses",
+        headers={"authorization": f"Bearer {tenant.key}", "traceparent": header},
+        json={"model": "sim-model", "input": "hi"},
+    )
+    assert answer.status_code == 503
+    request, backend, spans = by_kind(exported(traced, trace_id, 3))
+    assert request.attributes["error.type"] == "backend_unreachable"
+    assert request.status == "ERROR"
+    assert backend.status == "ERROR"
+    assert backend.attributes["error.type"] == "BackendUnreachable"
+    assert "http.response.status_code" not in backend.attributes
+    assert "backend connect" not in spans and "first token" not in spans
