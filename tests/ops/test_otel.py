@@ -354,3 +354,32 @@ def test_a_backend_that_cannot_be_reached_leaves_a_failed_client_span(traced, ga
     assert backend.attributes["error.type"] == "BackendUnreachable"
     assert "http.response.status_code" not in backend.attributes
     assert "backend connect" not in spans and "first token" not in spans
+
+
+def test_a_client_trace_not_sampled_is_passed_on_and_not_recorded(
+    traced, gateway, tenant, local_simulator
+):
+    trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
+    marker = f"unsampled-{secrets.token_hex(4)}"
+    answer = gateway.http.post(
+        "/v1/responses",
+        headers={
+            "authorization": f"Bearer {tenant.key}",
+            "traceparent": f"00-{trace_id}-{parent_id}-00",
+        },
+        json={"model": "sim-model", "input": f"{marker} [[tokens:2]]"},
+    )
+    assert answer.status_code == 200
+    sent = trace_context_sent(local_simulator, marker)["traceparent"]
+    version, sent_trace, sent_parent, flags = sent.split("-")
+    assert (version, sent_trace, flags) == ("00", trace_id, "00")
+    assert sent_parent != parent_id  # the gateway's own (unrecorded) span
+    # A sampled request after it is exported; the unsampled one never is.
+    header, sampled_trace, _ = traceparent()
+    gateway.http.post(
+        "/v1/responses",
+        headers={"authorization": f"Bearer {tenant.key}", "traceparent": header},
+        json={"model": "sim-model", "input": "hi"},
+    )
+    exported(traced, sampled_trace, 5)
+    assert traced.trace(trace_id) == []
