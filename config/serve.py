@@ -87,8 +87,13 @@ def main(argv: list[str] | None = None) -> None:
                 # Autobahn accepts no compression unless told to; WebSocket
                 # mode's clients (Codex) offer permessage-deflate.
                 self.ws_factory.setProtocolOptions(perMessageCompressionAccept=accept_deflate)
-                # A response's frames leave in one write per loop turn.
-                self.ws_factory.protocol = coalescing(self.ws_factory.protocol)
+                # A response's frames leave in one write per loop turn; a
+                # client that stops reading them is dropped.
+                from django.conf import settings
+
+                self.ws_factory.protocol = coalescing(
+                    self.ws_factory.protocol, settings.SWITCHYARD_CLIENT_STALL_SECONDS
+                )
                 if ready_callable is not None:
                     ready_callable()
 

@@ -1,4 +1,5 @@
-"""WebSocket frames written together leave together.
+"""WebSocket frames written together leave together, and a socket whose
+client stops reading is closed.
 
 WebSocket mode sends every event of a response as a frame of its own (the
 protocol's rule: one event, one message), a few dozen per turn where a
@@ -9,6 +10,13 @@ WebSocket than over SSE (bench/README.md, "WebSocket mode"). The protocol
 below hands a socket's frames to Twisted's own queued write instead, which
 sends everything written during one turn of the event loop in one call.
 
+A socket's ``send`` never waits, so a client that reads nothing would have
+the process hold every frame of its responses. Once more than
+``HIGH_WATER`` bytes wait to be sent, the client has
+``SWITCHYARD_CLIENT_STALL_SECONDS`` to take some of them, as an HTTP client
+has (``config/patches_bounds.py``); otherwise its connection is dropped, and
+the response under way ends as a 499.
+
 Only plain TCP transports in the open state take that path; anything else
 (TLS, a handshake, a close, autobahn's chopped or synchronous writes) takes
 autobahn's own.
@@ -18,18 +26,34 @@ from __future__ import annotations
 
 from typing import Any
 
+# Bytes waiting in the process for a client before its stall clock runs.
+HIGH_WATER = 1024 * 1024
 
-def coalescing(protocol: type) -> type:
+
+def _waiting(transport: Any) -> int:
+    return transport._tempDataLen + len(transport.dataBuffer) - transport.offset
+
+
+def coalescing(protocol: type, stall_seconds: float) -> type:
     """A subclass of daphne's WebSocket protocol whose frames are queued."""
+    from twisted.internet import reactor, tcp
     from twisted.internet.abstract import FileDescriptor
 
+    clock: Any = reactor
+
     open_state = getattr(protocol, "STATE_OPEN")  # noqa: B009 (a class built at run time)
+    # The queued path reads Twisted's buffer: only where it is as expected.
+    usable = all(hasattr(tcp.Server, name) for name in ("dataBuffer", "offset"))
 
     class Coalescing(protocol):  # type: ignore[valid-type, misc]
+        _written = 0
+        _stall: Any = None
+
         def sendData(self, data: bytes, sync: bool = False, chopsize: Any = None) -> None:
             transport = self.transport
             if (
-                sync
+                not usable
+                or sync
                 or chopsize
                 or self.send_queue
                 or self.state != open_state
@@ -40,7 +64,28 @@ def coalescing(protocol: type) -> type:
                 super().sendData(data, sync, chopsize)
                 return
             FileDescriptor.write(transport, data)
+            self._written += len(data)
             self.trafficStats.outgoingOctetsWireLevel += len(data)
+            if self._stall is None and _waiting(transport) > HIGH_WATER:
+                self._stall = clock.callLater(stall_seconds, self._stalled, self._sent())
+
+        def _sent(self) -> int:
+            return self._written - _waiting(self.transport)
+
+        def _stalled(self, sent_before: int) -> None:
+            self._stall = None
+            if not self.transport.connected:
+                return
+            if self._sent() == sent_before:
+                self.dropConnection(abort=True)  # nothing taken: the client is gone
+            elif _waiting(self.transport) > HIGH_WATER:
+                self._stall = clock.callLater(stall_seconds, self._stalled, self._sent())
+
+        def connectionLost(self, reason: Any) -> None:
+            if self._stall is not None:
+                self._stall.cancel()
+                self._stall = None
+            super().connectionLost(reason)
 
     Coalescing.__name__ = Coalescing.__qualname__ = f"Coalescing{protocol.__name__}"
     return Coalescing

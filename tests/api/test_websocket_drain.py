@@ -6,14 +6,16 @@ leaves its row."""
 
 from __future__ import annotations
 
+import errno
 import json
 import signal
+import socket
 
 import pytest
-from websockets.exceptions import ConnectionClosedOK
+from websockets.exceptions import ConnectionClosedError, ConnectionClosedOK
 from websockets.sync.client import connect
 
-from tests.conftest import server_env, start_daphne, wait_rows
+from tests.conftest import server_env, start_daphne, wait_for, wait_rows
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -60,5 +62,46 @@ def test_sigterm_closes_sockets_once_their_response_has_ended(provision, simulat
         assert server.process.wait(timeout=30) == 0
         (row,) = wait_rows(1, organisation=acme.organisation)
         assert row.status == 200 and row.method == "WS" and row.output_tokens == 12
+    finally:
+        server.stop()
+
+
+def test_a_client_that_stops_reading_is_dropped(provision, simulator):
+    """Its frames pile up in the process past the high-water mark and it
+    takes none of them for SWITCHYARD_CLIENT_STALL_SECONDS: the connection
+    is dropped with what was still to be sent, rather than held."""
+    acme = provision("acme", simulator.url)
+    server = start_daphne(server_env(SWITCHYARD_CLIENT_STALL_SECONDS="2"))
+    try:
+        raw = socket.create_connection(("127.0.0.1", server.port))
+        # A small receive window: the kernel holds little of what is sent.
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        url = server.url.replace("http://", "ws://") + "/v1/responses"
+        with connect(
+            url,
+            sock=raw,
+            additional_headers={"Authorization": f"Bearer {acme.key}"},
+            max_queue=1,
+            compression=None,  # uncompressed, 60,000 tokens are 8 MB of frames
+        ) as client:
+            client.send(
+                json.dumps(
+                    {"type": "response.create", "model": "sim-model", "input": "[[tokens:60000]]"}
+                )
+            )
+            # The client reads nothing more (its one-frame queue stays full)
+            # until the server resets the connection.
+            wait_for(
+                lambda: raw.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == errno.ECONNRESET,
+                timeout=60,
+            )
+            types = []
+            with pytest.raises(ConnectionClosedError):
+                while True:
+                    types.append(json.loads(client.recv(timeout=30))["type"])
+        assert "response.completed" not in types
+        # The response itself ended in the process: its row is written.
+        (row,) = wait_rows(1, organisation=acme.organisation)
+        assert row.method == "WS"
     finally:
         server.stop()
