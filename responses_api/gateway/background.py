@@ -6,7 +6,9 @@ status ``queued``, its first two events (``response.created``,
 ``response.queued``) written to its event log, and handed to a worker
 (``background_run``); the request answers the queued response, or with
 ``stream: true`` follows its events as they come. Its usage row is
-written when the work ends, by the worker: one row, with this request's id.
+written when the work ends, by the worker: one row, with this request's id
+(by the cancel when it was cancelled while queued, and by whoever finds
+its worker lost).
 
 ``GET /v1/responses/{id}?stream=true&starting_after=N`` replays the events
 after ``N`` and follows the rest, from any web process;
@@ -24,7 +26,7 @@ from asgiref.sync import sync_to_async
 
 from responses_api.backends.routing import no_backend
 from responses_api.gateway import background_run
-from responses_api.gateway.background_job import encode_event, job_dump
+from responses_api.gateway.background_job import Job, encode_event, job_dump
 from responses_api.gateway.call import Call, Reply
 from responses_api.gateway.endpoints import retrieve_response
 from responses_api.gateway.relay import (
@@ -37,7 +39,7 @@ from responses_api.gateway.relay import (
 from responses_api.gateway.responder import Responder
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import ApiError, invalid
-from responses_api.store import continuation, events
+from responses_api.store import continuation, conversation_turns, events
 from responses_api.store import responses as store
 from responses_api.store.background import background_insert, background_update
 from responses_api.store.seal import reasoning_seal
@@ -83,6 +85,10 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
     exchange.served_by(model)
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
+    if request.conversation:
+        # The 404 of an unknown (or another organisation's) conversation is
+        # the POST's, as without background, not a failure on the worker.
+        await conversation_turns.join(caller, request)
     prepared = await continuation.prepare(caller, request)
     response_id = new_id("resp")
     draft = prepare_chat(
@@ -106,9 +112,10 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
         references=prepared.references,
         affinity=affinity or "",
     )
-    await background_insert(keep, snapshot)
+    job = job_dump(call, snapshot)
+    await background_insert(keep, snapshot, job)
     organisation_id = caller.organisation_id
-    await events.job_put(organisation_id, response_id, job_dump(call, snapshot))
+    await events.job_put(organisation_id, response_id, job)
     opening = [
         encode_event({"type": kind, "response": snapshot}, number)
         for number, kind in enumerate(("response.created", "response.queued"))
@@ -243,11 +250,15 @@ async def cancel(call: Call) -> Reply:
     call.exchange.asked(model=response.get("model", ""), stream=False, prompt_cache_key=None)
     await events.cancel_request(organisation_id, response_id)
     if await events.transition(organisation_id, response_id, "queued", "cancelled"):
-        # Not started: ended here (the worker that takes it only writes its row).
+        # Not started: ended here, with the create request's row (a worker
+        # that takes it later skips it).
         cancelled = {**response, "status": "cancelled"}
         await sync_to_async(background_update)(
             organisation_id=organisation_id, response_id=response_id, response=cancelled
         )
+        data = await events.job_get(organisation_id, response_id)
+        if data is not None:
+            await background_run.cancelled_row(Job.load(data))
         number = await events.next_number(organisation_id, response_id)
         await events.append(organisation_id, response_id, number, [], end=True)
         return Reply(cancelled)

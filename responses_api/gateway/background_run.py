@@ -39,7 +39,7 @@ from responses_api.gateway.relay import create_response, parse_request
 from responses_api.gateway.responder import Responder
 from responses_api.protocol.errors import ApiError
 from responses_api.store import events
-from responses_api.store.background import background_update
+from responses_api.store.background import background_job, background_update
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -67,12 +67,8 @@ async def run(organisation_id: int, response_id: str) -> None:
     # The lease first: a reader never sees it in progress without one.
     await events.lease_renew(organisation_id, response_id, lease)
     if not await events.transition(organisation_id, response_id, "queued", "in_progress"):
+        # Cancelled while queued: the cancel ended it and wrote its row.
         await events.lease_drop(organisation_id, response_id)
-        # Cancelled while queued (the cancel ended it): the row is still owed.
-        exchange.asked(model=job.snapshot.get("model", ""), stream=False, prompt_cache_key=None)
-        exchange.client_gone()
-        exchange.outcome = exchange.outcome._replace(note=CANCELLED)
-        await exchange.submit()
         return
     sink = Sink(organisation_id, response_id)
     headers = {b"content-type": b"application/json"}
@@ -177,6 +173,13 @@ async def reap(organisation_id: int, response_id: str, response: dict[str, Any])
             return False
     elif state is not None:
         return False  # queued: a worker takes it when one is free
+    data = await events.job_get(organisation_id, response_id) if state is not None else None
+    if data is None:
+        # Nothing kept of it but its stored row (a restart of the embedded
+        # default): the job sealed there still names the request's row.
+        data = await sync_to_async(background_job)(
+            organisation_id=organisation_id, response_id=response_id
+        )
     failed = {
         **response,
         "status": "failed",
@@ -189,11 +192,19 @@ async def reap(organisation_id: int, response_id: str, response: dict[str, Any])
         number = await events.next_number(organisation_id, response_id)
         event = encode_event({"type": "response.failed", "response": failed}, number)
         await events.append(organisation_id, response_id, number, [event], end=True)
-        data = await events.job_get(organisation_id, response_id)
-        if data is not None:
-            await _lost_row(Job.load(data))
+    if data is not None:
+        await _lost_row(Job.load(data))
     await events.lease_drop(organisation_id, response_id)
     return True
+
+
+async def cancelled_row(job: Job) -> None:
+    """The create request's row (a 499) of a response cancelled while queued."""
+    exchange = job.exchange()
+    exchange.asked(model=job.snapshot.get("model", ""), stream=False, prompt_cache_key=None)
+    exchange.client_gone()
+    exchange.outcome = exchange.outcome._replace(note=CANCELLED)
+    await exchange.submit()
 
 
 async def _lost_row(job: Job) -> None:

@@ -24,6 +24,9 @@ from responses_api.runtime.secrets import decrypt_bytes, encrypt_bytes
 from responses_api.store import responses as store
 from responses_api.store.continuation import Keep
 
+# Where a row of ``store.response_entry`` holds its sealed data (its size follows).
+DATA = 6
+
 
 def background_replace(entry: store.Entry) -> bool:
     """Write ``entry`` over the response's row; False (nothing written) when
@@ -54,6 +57,8 @@ def background_update(*, organisation_id: int, response_id: str, response: dict[
             return False
         payload = orjson.loads(decrypt_bytes(row.data))
         payload["response"] = response
+        if response.get("status") not in ("queued", "in_progress"):
+            payload.pop("job", None)  # ended: no row is owed any more
         data = encrypt_bytes(orjson.dumps(payload))
         StoredResponse.objects.filter(id=response_id).update(data=data, size=len(data))
     return True
@@ -67,6 +72,24 @@ class Replacing(Keep):
         await sync_to_async(background_replace)(self.entry(response))
 
 
-async def background_insert(keep: Keep, response: dict[str, Any]) -> None:
-    """The queued row, written before the create request is answered."""
-    await sync_to_async(store.responses_insert)([keep.entry(response)])
+async def background_insert(keep: Keep, response: dict[str, Any], job: bytes) -> None:
+    """The queued row, written before the create request is answered, with
+    the job sealed in it until the response ends: the create request's
+    usage row can still be written when the job kept elsewhere is lost
+    (the embedded default's memory, at a restart)."""
+    row, ids = keep.entry(response)
+    payload = orjson.loads(decrypt_bytes(row[DATA]))
+    payload["job"] = job.decode()
+    data = encrypt_bytes(orjson.dumps(payload))
+    row = (*row[:DATA], data, len(data), *row[DATA + 2 :])
+    await sync_to_async(store.responses_insert)([(row, ids)])
+
+
+def background_job(*, organisation_id: int, response_id: str) -> bytes | None:
+    """The job sealed in a background response's row while it runs (None
+    once it ended, or when the row is gone)."""
+    row = StoredResponse.objects.filter(organisation_id=organisation_id, id=response_id).first()
+    if row is None:
+        return None
+    job = orjson.loads(decrypt_bytes(row.data)).get("job")
+    return job.encode() if isinstance(job, str) else None
