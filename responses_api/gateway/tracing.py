@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any
 
-from responses_api.gateway.call import Call
+from responses_api.gateway.call import Call, Output
 from responses_api.gateway.exchange import Exchange
 from responses_api.runtime import telemetry
 
@@ -63,66 +63,69 @@ def _record(call: Call, trace: telemetry.RequestTrace) -> None:
     from opentelemetry.trace import Status, StatusCode
 
     exchange, output, span = call.exchange, call.output, trace.span
-    now = time.perf_counter()
     # A wait after the last backend call (no backend left to fail over to).
-    trace.queue_span(now)
+    trace.queue_span(time.perf_counter())
+    attributes = _outcome(exchange)
     if exchange.model:
         span.update_name(f"chat {exchange.model}")
-        span.set_attributes(
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": PROVIDER,
-                "gen_ai.request.model": exchange.model,
-            }
-        )
+        attributes.update(_chat(exchange, output))
     else:
         span.update_name(exchange.method)
-    span.set_attributes(_outcome(exchange))
+    span.set_attributes(attributes)  # at once: the SDK takes a lock per call
     outcome = exchange.outcome
     if outcome.status >= 500:
         # A server span's error is the server's (HTTP conventions): a 4xx is the client's.
         span.set_status(Status(StatusCode.ERROR, outcome.error_code or str(outcome.status)))
-    if output is not None:
-        translator = output.translator
-        span.set_attributes(_request_options(output.plan.body))
-        span.set_attribute("gen_ai.response.id", translator.response_id)
-        span.set_attribute("gen_ai.response.model", translator.upstream_model or exchange.model)
-        if translator.finish_reason:
-            span.set_attribute("gen_ai.response.finish_reasons", [translator.finish_reason])
-        first = translator.first_token_at
-        if first is not None and trace.calls and telemetry.tracer is not None:
-            last = trace.calls[-1]
-            token = telemetry.tracer.start_span(
-                "first token",
-                context=last.context,
-                start_time=telemetry.epoch_ns(exchange.timing, last.started),
-            )
-            token.end(telemetry.epoch_ns(exchange.timing, max(first, last.started)))
+    first = output.translator.first_token_at if output is not None else None
+    if first is not None and trace.calls and telemetry.tracer is not None:
+        last = trace.calls[-1]
+        token = telemetry.tracer.start_span(
+            "first token",
+            context=last.context,
+            start_time=telemetry.epoch_ns(exchange.timing, last.started),
+        )
+        token.end(telemetry.epoch_ns(exchange.timing, max(first, last.started)))
 
 
 def _outcome(exchange: Exchange) -> dict[str, Any]:
-    input_tokens, cached, output, reasoning = exchange.tokens
+    """What every request's span says: its status, where it ran, how long it waited."""
     outcome, timing, backend = exchange.outcome, exchange.timing, exchange.backend
-    attributes: dict[str, Any] = {
-        "http.response.status_code": outcome.status,
-        "gen_ai.usage.input_tokens": input_tokens,
-        "gen_ai.usage.output_tokens": output,
-        "gen_ai.usage.cache_read.input_tokens": cached,
-        "switchyard.usage.reasoning_tokens": reasoning,
-        "switchyard.attempts": exchange.attempts,
-        "switchyard.stream": exchange.stream,
-    }
+    attributes: dict[str, Any] = {"http.response.status_code": outcome.status}
     if backend is not None:
         attributes["switchyard.backend.id"] = str(backend.id)
         attributes["switchyard.backend.name"] = backend.name
+        attributes["switchyard.attempts"] = exchange.attempts
     if timing.queue_wait_ms is not None:
         attributes["switchyard.queue_wait_ms"] = round(timing.queue_wait_ms, 3)
     if timing.ttft_ms is not None:
         attributes["switchyard.ttft_ms"] = round(timing.ttft_ms, 3)
-    if exchange.client.session_id:
-        attributes["gen_ai.conversation.id"] = exchange.client.session_id
     if outcome.error_code:
         attributes["error.type"] = outcome.error_code
+    return attributes
+
+
+def _chat(exchange: Exchange, output: Output | None) -> dict[str, Any]:
+    """A Responses request's GenAI attributes."""
+    input_tokens, cached, produced, reasoning = exchange.tokens
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": PROVIDER,
+        "gen_ai.request.model": exchange.model,
+        "gen_ai.usage.input_tokens": input_tokens,
+        "gen_ai.usage.output_tokens": produced,
+        "gen_ai.usage.cache_read.input_tokens": cached,
+        "switchyard.usage.reasoning_tokens": reasoning,
+        "switchyard.stream": exchange.stream,
+    }
+    if exchange.client.session_id:
+        attributes["gen_ai.conversation.id"] = exchange.client.session_id
+    if output is not None:
+        translator = output.translator
+        attributes.update(_request_options(output.plan.body))
+        attributes["gen_ai.response.id"] = translator.response_id
+        attributes["gen_ai.response.model"] = translator.upstream_model or exchange.model
+        if translator.finish_reason:
+            attributes["gen_ai.response.finish_reasons"] = [translator.finish_reason]
     return attributes
 
 

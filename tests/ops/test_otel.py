@@ -383,3 +383,17 @@ def test_a_client_trace_not_sampled_is_passed_on_and_not_recorded(
     )
     exported(traced, sampled_trace, 5)
     assert traced.trace(trace_id) == []
+
+
+def test_another_endpoint_is_named_by_its_method_without_genai_attributes(traced, gateway, tenant):
+    header, trace_id, parent_id = traceparent()
+    answer = gateway.http.get(
+        "/v1/models", headers={"authorization": f"Bearer {tenant.key}", "traceparent": header}
+    )
+    assert answer.status_code == 200
+    (request,) = exported(traced, trace_id, 1)
+    assert (request.name, request.kind, request.parent_id) == ("GET", "SERVER", parent_id)
+    assert request.attributes["http.response.status_code"] == 200
+    assert request.attributes["url.path"] == "/models"
+    assert request.attributes["switchyard.request_id"] == answer.headers["x-request-id"]
+    assert not any(key.startswith("gen_ai.") for key in request.attributes)
