@@ -21,6 +21,9 @@ from responses_api.runtime import telemetry
 
 log = logging.getLogger("switchyard.telemetry")
 
+# ``gen_ai.provider.name`` as this server identifies itself: the backend
+# behind a request varies (its name is ``switchyard.backend.name``), and none
+# of the conventions' well-known providers is what answered.
 PROVIDER = "switchyard"
 
 
