@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -49,7 +50,7 @@ from console.forms.organisation import (
 from console.spend import organisation_month
 from console.views.base import SESSION_ORG, amounts_initial, page_of
 from console.views.signin import invitation_sso_page
-from responses_api.store.conversations import conversations_summary
+from responses_api.store.conversations import conversations_delete_all, conversations_summary
 from responses_api.store.responses import responses_delete_all, responses_summary
 
 
@@ -283,16 +284,31 @@ def settings_page(request: HttpRequest, membership) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def stored_delete_page(request: HttpRequest, membership) -> HttpResponse:
-    """Delete every stored response of the organisation, after a confirmation."""
+    """Delete everything the organisation has stored (its responses and its
+    conversations, as the settings page lists them), after a confirmation."""
     organisation = organisation_for_member(membership=membership)
     if request.method == "POST":
-        deleted = responses_delete_all(
-            organisation=organisation, actor=Actor.console(membership.user)
+        actor = Actor.console(membership.user)
+        deleted = responses_delete_all(organisation=organisation, actor=actor)
+        gone = conversations_delete_all(organisation=organisation, actor=actor)
+        messages.success(
+            request,
+            f"{deleted} stored response{pluralize(deleted)} and "
+            f"{gone} conversation{pluralize(gone)} deleted.",
         )
-        messages.success(request, f"{deleted} stored responses deleted.")
         return redirect("console:settings")
     stored, size = responses_summary(organisation_id=organisation.pk)
-    return render(request, "console/stored_delete.html", {"stored": stored, "stored_size": size})
+    conversations, items = conversations_summary(organisation_id=organisation.pk)
+    return render(
+        request,
+        "console/stored_delete.html",
+        {
+            "stored": stored,
+            "stored_size": size,
+            "conversations": conversations,
+            "conversation_items": items,
+        },
+    )
 
 
 def audit_page(request: HttpRequest, membership) -> HttpResponse:

@@ -26,6 +26,7 @@ from cryptography.fernet import InvalidToken
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.audit import CLI, Actor, audit_record
 from accounts.models import Organisation
 from responses_api.models import Conversation, ConversationItem
 from responses_api.runtime.secrets import decrypt_bytes, encrypt_bytes
@@ -301,6 +302,19 @@ def _delete_all(organisation_id: int, batch: int = PURGE_BATCH) -> int:
         with transaction.atomic():
             _delete_ids(ids)
         deleted += len(ids)
+
+
+def conversations_delete_all(*, organisation: Organisation, actor: Actor = CLI) -> int:
+    """Delete every conversation of the organisation, with its items; audited."""
+    deleted = _delete_all(organisation.pk)
+    audit_record(
+        organisation=organisation,
+        actor=actor,
+        action="conversations.delete_all",
+        target=organisation.name,
+        details={"deleted": deleted},
+    )
+    return deleted
 
 
 def conversations_forget_if_none(*, organisation_id: int) -> int:

@@ -86,7 +86,7 @@ def test_delete_all_stored_responses_is_confirmed_audited_and_for_admins(as_user
     assert as_user("bob").post(url).status_code in (403, 404)
     assert StoredResponse.objects.count() == 4
     client = as_user("alice")
-    assert "Delete all stored responses?" in client.get(url).content.decode()
+    assert "Delete all stored responses and conversations?" in client.get(url).content.decode()
     assert client.post(url).status_code == 302
     assert list(StoredResponse.objects.values_list("id", flat=True)) == ["resp_globex"]
     entry = AuditEntry.objects.get(action="stored_responses.delete_all")
