@@ -24,6 +24,7 @@ from responses_api.protocol.body import INCLUDE_ACCEPTED
 from responses_api.protocol.errors import ApiError, from_validation_error, invalid, too_deep
 from responses_api.protocol.items import InputItem, ItemReference
 from responses_api.store import conversations as store
+from responses_api.store.continuation import check_item_ids
 from responses_api.store.conversation_turns import conversation_not_found, not_stored
 
 # As OpenAI's: at most 20 items per request that adds items.
@@ -168,6 +169,7 @@ async def create_conversation(call: Call) -> Reply:
     if caller.retention_policy != "store":
         raise not_stored()
     _, raw = _body(call, NewConversation, empty_ok=True)
+    check_item_ids(raw.get("items") or [], "items")
     conversation = await _run(
         store.conversation_create,
         organisation_id=caller.organisation_id,
@@ -247,6 +249,7 @@ async def create_items(call: Call) -> Reply:
     caller = _retained(call)
     _query(call)
     _, raw = _body(call, NewItems)
+    check_item_ids(raw["items"], "items")
     items = await _run(
         store.items_add,
         organisation_id=caller.organisation_id,

@@ -220,6 +220,8 @@ async def prepare(caller: Caller, request: CreateResponse) -> Prepared:
     """The request with everything it continues and refers to resolved, in
     an organisation that stores responses. Raises the 400s for what is not
     found."""
+    if not isinstance(request.input, str):
+        check_item_ids(request.input, "input")
     references = _references(request)
     if request.previous_response_id is None and not references:
         return Prepared(request, None, {})
@@ -246,6 +248,31 @@ async def prepare(caller: Caller, request: CreateResponse) -> Prepared:
         previous,
         {item_id: raw for item_id, (raw, _) in found.items()},
     )
+
+
+# The longest item id that is kept whole, and so found again by its id.
+MAX_ITEM_ID = 128
+
+
+def check_item_ids(items: Any, param: str) -> None:
+    """Refuse, as OpenAI does an over-long string, an item id too long to be
+    found again once stored (``item_reference``, the conversation item
+    endpoints); a reference only names an item, which is then not found."""
+    for index, item in enumerate(items):
+        if isinstance(item, dict):
+            kind, item_id = item.get("type"), item.get("id")
+        else:
+            kind, item_id = getattr(item, "type", None), getattr(item, "id", None)
+        if kind == "item_reference" or not isinstance(item_id, str):
+            continue
+        if len(item_id) > MAX_ITEM_ID:
+            name = f"{param}[{index}].id"
+            raise invalid(
+                f"Invalid '{name}': string too long. Expected a string with maximum length "
+                f"{MAX_ITEM_ID}, but got a string with length {len(item_id)} instead.",
+                param=name,
+                code="string_above_max_length",
+            )
 
 
 def _references(request: CreateResponse) -> list[tuple[int, str]]:
