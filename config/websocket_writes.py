@@ -7,8 +7,8 @@ Server-Sent Events stream writes each backend read's events in one piece.
 Under the ``eager_writes`` patch (``config/patches.py``) each frame would be
 a system call of its own: measured, a turn then cost 15-30 % more CPU over a
 WebSocket than over SSE (bench/README.md, "WebSocket mode"). The protocol
-below hands a socket's frames to Twisted's own queued write instead, which
-sends everything written during one turn of the event loop in one call.
+below joins the frames a socket is given during one turn of the event loop
+and writes them at the end of it, in one call.
 
 A socket's ``send`` never waits, so a client that reads nothing would have
 the process hold every frame of its responses. Once more than
@@ -24,6 +24,7 @@ autobahn's own.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 # Bytes waiting in the process for a client before its stall clock runs.
@@ -35,19 +36,20 @@ def _waiting(transport: Any) -> int:
 
 
 def coalescing(protocol: type, stall_seconds: float) -> type:
-    """A subclass of daphne's WebSocket protocol whose frames are queued."""
+    """A subclass of daphne's WebSocket protocol whose frames are joined."""
     from twisted.internet import reactor, tcp
     from twisted.internet.abstract import FileDescriptor
 
     clock: Any = reactor
-
+    loop = asyncio.get_event_loop()  # daphne's: the reactor's
     open_state = getattr(protocol, "STATE_OPEN")  # noqa: B009 (a class built at run time)
-    # The queued path reads Twisted's buffer: only where it is as expected.
-    usable = all(hasattr(tcp.Server, name) for name in ("dataBuffer", "offset"))
+    # The joined path reads Twisted's buffer: only where it is as expected.
+    usable = all(hasattr(tcp.Server, name) for name in ("dataBuffer", "offset", "_tempDataLen"))
 
     class Coalescing(protocol):  # type: ignore[valid-type, misc]
         _written = 0
         _stall: Any = None
+        _pending: list[bytes] | None = None
 
         def sendData(self, data: bytes, sync: bool = False, chopsize: Any = None) -> None:
             transport = self.transport
@@ -61,11 +63,25 @@ def coalescing(protocol: type, stall_seconds: float) -> type:
                 or not isinstance(transport, FileDescriptor)
                 or getattr(transport, "TLS", True)
             ):
+                self._flush()  # what was joined goes first
                 super().sendData(data, sync, chopsize)
                 return
-            FileDescriptor.write(transport, data)
-            self._written += len(data)
-            self.trafficStats.outgoingOctetsWireLevel += len(data)
+            if self._pending is None:
+                # The frames written until the loop's next turn, in one write.
+                self._pending = [data]
+                loop.call_soon(self._flush)
+            else:
+                self._pending.append(data)
+
+        def _flush(self) -> None:
+            pending, self._pending = self._pending, None
+            transport = self.transport
+            if not pending or transport is None or not transport.connected:
+                return
+            size = sum(map(len, pending))
+            self._written += size
+            self.trafficStats.outgoingOctetsWireLevel += size
+            transport.writeSequence(pending)
             if self._stall is None and _waiting(transport) > HIGH_WATER:
                 self._stall = clock.callLater(stall_seconds, self._stalled, self._sent())
 
@@ -82,6 +98,7 @@ def coalescing(protocol: type, stall_seconds: float) -> type:
                 self._stall = clock.callLater(stall_seconds, self._stalled, self._sent())
 
         def connectionLost(self, reason: Any) -> None:
+            self._pending = None
             if self._stall is not None:
                 self._stall.cancel()
                 self._stall = None
