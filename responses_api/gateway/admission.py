@@ -7,6 +7,12 @@ limit costs nothing. A spend limit already reached wins over a rate limit
 (it will not clear in a minute); a rate admission already counted is then
 given back. A spend hold taken for a request the rate limits refuse is
 given back by that request's usage row, like any other.
+
+A request that makes no backend generate (``generate: false``, the input
+token count) is admitted under the rate limits only: one request, no
+tokens, and no spend hold. A background response is checked when it is
+created (:func:`check`) and admitted again, holding its spend, when a
+worker runs it (README, "Background responses").
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from responses_api.usage.holds import (
     reserve_call,
     reserve_local,
     reserve_result,
+    spend_settle,
 )
 from responses_api.usage.ratelimit import (
     Admission,
@@ -53,18 +60,21 @@ if TYPE_CHECKING:
 UNLIMITED_OUTPUT_RESERVE = 4096
 
 
-async def admit(*, exchange: Exchange, estimate: int, draft: ChatDraft) -> Admission | None:
+async def admit(
+    *, exchange: Exchange, estimate: int, draft: ChatDraft, generate: bool = True
+) -> Admission | None:
     """Count the request against its caller's limits, or raise the 429.
 
     Returns the rate-limit admission to settle when the request ends (None
     without rate limits). The exchange records what it was admitted under:
     its usage row settles the spend it held, and its responses carry the
-    rate-limit headers."""
+    rate-limit headers. Without ``generate`` no backend produces tokens:
+    the request counts as one, with no tokens, and holds no spend."""
     caller = exchange.caller
     assert caller is not None
     exchange.translated(draft)
-    rate = limits_plan(caller=caller, estimate=estimate)
-    spend = spend_plan(caller=caller, created_at=exchange.timing.created_at)
+    rate = limits_plan(caller=caller, estimate=estimate if generate else 0)
+    spend = spend_plan(caller=caller, created_at=exchange.timing.created_at) if generate else None
     if rate is None and spend is None:
         return None
     if spend is not None:
@@ -96,6 +106,58 @@ async def admit(*, exchange: Exchange, estimate: int, draft: ChatDraft) -> Admis
     admission = limits_outcome(rate, verdict, used) if rate is not None else None
     exchange.admitted(limit_headers=admission.headers if admission else ())
     return admission
+
+
+async def check(*, exchange: Exchange, estimate: int, draft: ChatDraft) -> None:
+    """Raise the 429 that :func:`admit` would, for a request whose work
+    runs later (a background response, admitted again by its worker).
+
+    The request counts under the requests-per-minute limits now, as any
+    request does when it arrives; its tokens, its concurrency slot and its
+    spend hold are the worker's to take, so the check gives them back at
+    once (its spend is checked with a hold of nothing)."""
+    caller = exchange.caller
+    assert caller is not None
+    rate = limits_plan(caller=caller, estimate=estimate)
+    spend = spend_plan(caller=caller, created_at=exchange.timing.created_at)
+    if spend is not None:
+        spend = dataclasses.replace(spend, hold_id=uuid.uuid4().hex)
+    exchange.translated(draft)
+    # A spend limit reached wins, as in ``admit``.
+    notices = spend_outcome(spend, await _spend_check(spend)) if spend is not None else []
+    admission: Admission | None = None
+    if rate is not None:
+        if redis_conn.enabled():
+            results, _ = await redis_conn.run_batch((), [admit_script(rate)])
+            verdict, used = admit_result(rate, results[0])
+        else:
+            verdict, used = limits_local(rate)
+        admission = limits_outcome(rate, verdict, used)
+        await asyncio.shield(limits_settle(admission=admission, tokens=0))
+    for code, message in notices:
+        exchange.notice(code, message)
+    exchange.admitted(limit_headers=admission.headers if admission else ())
+
+
+_NOTHING = {"cost": 0, "input_tokens": 0, "output_tokens": 0}
+
+
+async def _spend_check(spend: SpendPlan) -> list[int]:
+    """What was spent and held, per scope: a reservation of nothing, given
+    back in the same round trip (it would be refused past a limit, but
+    ``spend_outcome`` says so from the counts)."""
+    for _ in range(4):
+        if redis_conn.enabled():
+            settle = spend_settle(spend, _NOTHING)
+            results, _ = await redis_conn.run_batch((), [reserve_call(spend), *settle])
+            reply = results[0]
+        else:
+            reply = reserve_local(spend)
+            spend_settle(spend, _NOTHING)
+        if int(reply[0]) != MISSING:
+            return [int(v) for v in reply[1:]]
+        await spend_rebuild(spend)
+    raise ApiError(503, "Spend limits cannot be checked now; retry.", code="unavailable")
 
 
 def _reserving(spend: SpendPlan, exchange: Exchange, max_output: int | None) -> SpendPlan:

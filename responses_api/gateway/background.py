@@ -1,7 +1,8 @@
 """Background responses on the web side (README, "Background responses").
 
 ``POST /v1/responses`` with ``background: true`` is checked as any request
-(the model, what it continues, its input), then stored at once with the
+(the model, what it continues, its input, its caller's limits:
+``admission.check``), then stored at once with the
 status ``queued``, its first two events (``response.created``,
 ``response.queued``) written to its event log, and handed to a worker
 (``background_run``); the request answers the queued response, or with
@@ -26,6 +27,7 @@ from asgiref.sync import sync_to_async
 
 from responses_api.backends.routing import no_backend
 from responses_api.gateway import background_run
+from responses_api.gateway.admission import check
 from responses_api.gateway.background_job import Job, encode_event, job_dump
 from responses_api.gateway.call import Call, Reply
 from responses_api.gateway.endpoints import retrieve_response
@@ -45,6 +47,7 @@ from responses_api.store.background import background_insert, background_update
 from responses_api.store.seal import reasoning_seal
 from responses_api.translate.items import new_id
 from responses_api.translate.request import prepare_chat
+from responses_api.usage.ratelimit import estimate_tokens
 
 # How long a follower waits for new events before it checks the worker lives.
 FOLLOW_WAIT = 2.0
@@ -94,6 +97,8 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
     draft = prepare_chat(
         prepared.request, limits=model.limits, seal=reasoning_seal(caller.organisation_id)
     )
+    # Over a limit, the POST is the 429; the worker's run holds the spend.
+    await check(exchange=exchange, estimate=estimate_tokens(call.body), draft=draft)
     first = model.routes[0]
     plan = draft.for_route(
         upstream_model=first.upstream_name,

@@ -4,6 +4,7 @@ and what stands in for the client's connection while the worker runs it
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -84,7 +85,9 @@ class Job:
             request_id=self.request_id, endpoint="/responses", method="POST", client=self.client
         )
         exchange.timing.created_at = self.created_at
-        exchange.authenticated(self.caller)
+        # The create request counted under the requests-per-minute limits;
+        # the run counts its tokens, its concurrency and its spend.
+        exchange.authenticated(dataclasses.replace(self.caller, rpm=None, org_rpm=None))
         return exchange
 
 

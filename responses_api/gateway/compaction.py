@@ -5,7 +5,8 @@ with compaction items and ``compaction_trigger``.
 ``/responses/compact`` is ``/responses`` with ``compaction_trigger``
 appended to the input, answered in the ``response.compaction`` shape: one
 path to the backend, the same limits, routing and usage row. Counting
-input tokens is ``auto_compact.count_tokens``.
+input tokens is ``auto_compact.count_tokens``: a request under the rate
+limits, which generates nothing and so holds no spend.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import orjson
 from pydantic import ValidationError
 
 from responses_api.backends.routing import no_backend
+from responses_api.gateway.admission import admit
 from responses_api.gateway.auto_compact import count_tokens
 from responses_api.gateway.call import Call, Reply
 from responses_api.gateway.relay import (
@@ -33,6 +35,7 @@ from responses_api.store import continuation
 from responses_api.store.seal import reasoning_seal
 from responses_api.translate import compaction
 from responses_api.translate.request import prepare_chat
+from responses_api.usage.ratelimit import limits_release
 
 
 def _object(call: Call) -> dict[str, Any]:
@@ -138,6 +141,13 @@ async def count_input_tokens(call: Call) -> Reply:
         dialect=route.backend.dialect,
         extra_body=route.backend.extra_body,
     )
-    return Reply(
-        {"object": "response.input_tokens", "input_tokens": await count_tokens(route, plan)}
-    )
+    # A request under the rate limits, but no tokens generated: no spend held.
+    admission = await admit(exchange=exchange, estimate=0, draft=draft, generate=False)
+    try:
+        counted = await count_tokens(route, plan)
+    finally:
+        if admission is not None:
+            release = limits_release(admission=admission, tokens=0)
+            if release is not None:
+                await exchange.give_back(release)
+    return Reply({"object": "response.input_tokens", "input_tokens": counted})

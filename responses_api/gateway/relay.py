@@ -101,11 +101,10 @@ async def create_response(
     draft = prepare_chat(request, limits=model.limits, seal=reasoning_seal(caller.organisation_id))
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
-    # A prewarm (``generate: false``) reaches no backend and holds nothing.
-    admission = (
-        await admit(exchange=exchange, estimate=estimate_tokens(call.body), draft=draft)
-        if call.generate
-        else None
+    # A prewarm (``generate: false``) reaches no backend: it counts as a
+    # request under the rate limits, with no tokens, and holds no spend.
+    admission = await admit(
+        exchange=exchange, estimate=estimate_tokens(call.body), draft=draft, generate=call.generate
     )
     try:
         ahead = await auto_compact.ahead(
