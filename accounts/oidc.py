@@ -125,6 +125,8 @@ def provider_setting(name: str, *default: Any) -> Any:
         "OIDC_RP_SIGN_ALGO": config.sign_algo,
         "OIDC_TIMEOUT": config.timeout,
         "OIDC_USE_PKCE": True,
+        # Kept in the session for the provider's sign-out (id_token_hint).
+        "OIDC_STORE_ID_TOKEN": True,
         "OIDC_AUTHENTICATION_CALLBACK_URL": "console:oidc_callback",
     }
     if name in values:

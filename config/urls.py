@@ -3,6 +3,7 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
+from console.views import signin
 from responses_api import views
 from responses_api.gateway import routes
 
@@ -18,6 +19,8 @@ urlpatterns = [
     # ``reverse()``), so that a web process serving only inference does not
     # carry DRF and drf-spectacular (20 MB of its memory).
     path("api/v1/admin/", ("admin_api.urls", "admin_api", "admin_api")),
+    # While passwords are off, the admin's sign-in is the console's.
+    path("admin/login/", signin.admin_login),
     path("admin/", admin.site.urls),
     path("console/", include("console.urls")),
     # What browsers and tools ask for before any page names its icon.

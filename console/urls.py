@@ -1,5 +1,5 @@
 from django.contrib.auth import views as auth_views
-from django.urls import path, reverse_lazy
+from django.urls import path
 
 from console.views import (
     admin_keys,
@@ -23,15 +23,8 @@ urlpatterns = [
     # Single sign-on: the provider's redirect URL is oidc/callback/.
     path("oidc/start/", signin.SsoStartView.as_view(), name="oidc_start"),
     path("oidc/callback/", signin.SsoCallbackView.as_view(), name="oidc_callback"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path(
-        "account/password/",
-        auth_views.PasswordChangeView.as_view(
-            template_name="console/password_change.html",
-            success_url=reverse_lazy("console:password_done"),
-        ),
-        name="password",
-    ),
+    path("logout/", signin.SignOutView.as_view(), name="logout"),
+    path("account/password/", signin.PasswordChangePage.as_view(), name="password"),
     path(
         "account/password/done/",
         auth_views.PasswordChangeDoneView.as_view(template_name="console/password_done.html"),

@@ -11,19 +11,28 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import urlencode
 
 import requests
 from django.conf import settings
-from django.contrib.auth.views import LoginView
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
-from django.shortcuts import render
+from django.contrib import admin
+from django.contrib.auth.views import LoginView, LogoutView, PasswordChangeView
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    HttpResponseRedirect,
+)
+from django.shortcuts import redirect, render
+from django.urls import reverse, reverse_lazy
 from mozilla_django_oidc.views import (  # type: ignore[import-untyped]
     OIDCAuthenticationCallbackView,
     OIDCAuthenticationRequestView,
 )
 
 from accounts.models import Invitation
-from accounts.oidc import REFUSAL_SESSION_KEY, provider_setting
+from accounts.oidc import REFUSAL_SESSION_KEY, provider_metadata, provider_setting
 from console.forms.signin import LoginForm
 
 logger = logging.getLogger(__name__)
@@ -117,3 +126,77 @@ def invitation_sso_page(request: HttpRequest, invitation: Invitation) -> HttpRes
     accepts it (``accounts.oidc.sso_sign_in``)."""
     context = {"invitation": invitation, "sso_provider": _provider_name()}
     return render(request, "console/invitation_sso.html", context)
+
+
+# --- passwords and signing out, for those who sign in with the provider -------------------
+
+
+class PasswordChangePage(PasswordChangeView):
+    """The console's password change, except for someone whose password
+    cannot sign them in here (an account made by single sign-on, or
+    passwords turned off): a page that says where their password is
+    managed, and a refused form."""
+
+    template_name = "console/password_change.html"
+    success_url = reverse_lazy("console:password_done")
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        user = request.user
+        if user.is_authenticated and (
+            not user.has_usable_password() or not settings.SWITCHYARD_PASSWORD_LOGIN
+        ):
+            context = {"sso_provider": _provider_name()}
+            status = 200 if request.method in ("GET", "HEAD") else 403
+            return render(request, "console/password_sso.html", context, status=status)
+        response: HttpResponseBase = super().dispatch(request, *args, **kwargs)
+        return response
+
+
+def admin_login(request: HttpRequest) -> HttpResponseBase:
+    """``/admin/login/``: while passwords are off its form could never sign
+    anyone in, so the console's sign-in (the provider's button) takes its
+    place, coming back to the admin."""
+    if settings.SWITCHYARD_PASSWORD_LOGIN:
+        response: HttpResponseBase = admin.site.login(request)
+        return response
+    next_url = request.GET.get("next") or reverse("admin:index")
+    return redirect(f"{reverse('console:login')}?{urlencode({'next': next_url})}")
+
+
+class SignOutView(LogoutView):
+    """Signs out of the console and, for someone who signed in with the
+    provider, of the provider too when it says where (RP-initiated logout,
+    its ``end_session_endpoint``): else its session would sign them in
+    again without asking."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        id_token = request.session.get(ID_TOKEN_SESSION_KEY)
+        response: HttpResponse = super().post(request, *args, **kwargs)
+        ending = _end_session_url(request, id_token) if id_token else None
+        return HttpResponseRedirect(ending) if ending else response
+
+
+# Where the library keeps the ID token (``OIDC_STORE_ID_TOKEN``).
+ID_TOKEN_SESSION_KEY = "oidc_id_token"
+
+
+def _end_session_url(request: HttpRequest, id_token: str) -> str | None:
+    config = settings.SWITCHYARD_SSO
+    if config is None or not config.issuer:
+        return None
+    try:
+        endpoint = provider_metadata(config).get("end_session_endpoint")
+    except requests.RequestException as exc:
+        # Signed out here all the same; the provider's session stays.
+        logger.warning("Single sign-on: no end_session_endpoint to sign out at: %s", exc)
+        return None
+    if not isinstance(endpoint, str) or not endpoint:
+        return None
+    query = urlencode(
+        {
+            "id_token_hint": id_token,
+            "client_id": config.client_id,
+            "post_logout_redirect_uri": request.build_absolute_uri(reverse("console:login")),
+        }
+    )
+    return f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"
