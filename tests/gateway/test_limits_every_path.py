@@ -16,12 +16,13 @@ import uuid
 from decimal import Decimal
 
 import httpx
+import orjson
 import pytest
 
 from responses_api.runtime import redis_conn
 from responses_api.usage.holds import local_holds
 from responses_api.usage.monthly import month_start
-from tests.conftest import usage_rows, wait_for
+from tests.conftest import usage_rows, wait_for, wait_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -259,3 +260,81 @@ def test_a_token_count_checks_no_spend_and_holds_none(gateway, tenant):
     (row,) = usage_rows(request_id=counted.headers["x-request-id"])
     assert (row.endpoint, row.status, row.cost) == ("/responses/input_tokens", 200, 0)
     assert held(key_id) == 0
+
+
+# --- WebSocket mode: a live server, a WebSocket needing a real socket ---------------
+
+
+@pytest.fixture
+def socket_tenant(provision, simulator):
+    """Acme with one limited key, behind the live server; its model priced as above."""
+    from responses_api.catalogue.services.served_models import model_ensure
+
+    def make(**key_options):
+        made = provision("acme", simulator.url, **key_options)
+        model_ensure(
+            organisation=made.organisation, public_id="sim-model", backend=made.backend, **PRICES
+        )
+        return made
+
+    return make
+
+
+def socket_turns(server, key: str, frames: list[dict]) -> list[dict]:
+    """The last event each frame got: its terminal event or its error."""
+    from websockets.sync.client import connect
+
+    from tests.api.test_websocket import frames_until_done, ws_url
+
+    with connect(ws_url(server), additional_headers={"Authorization": f"Bearer {key}"}) as ws:
+        ends = []
+        for frame in frames:
+            ws.send(
+                orjson.dumps({"type": "response.create", "model": "sim-model", **frame}).decode()
+            )
+            ends.append(frames_until_done(ws)[-1])
+    return ends
+
+
+@pytest.mark.live
+def test_a_spent_budget_refuses_a_websocket_turn_but_not_a_prewarm(api_server, socket_tenant):
+    made = socket_tenant(monthly_budget=Decimal("0.25"))
+    marker = uuid.uuid4().hex[:10]
+    spend, refused, prewarm = socket_turns(
+        api_server,
+        made.key,
+        [
+            {"input": "spend it [[tokens:2]]"},
+            {"input": f"{marker} [[tokens:2]]"},
+            {"input": "warm up", "generate": False},
+        ],
+    )
+    assert spend["type"] == "response.completed", spend
+    assert refused["type"] == "error" and refused["status"] == 429, refused
+    assert refused["error"]["code"] == "insufficient_quota"
+    assert refused["error"]["message"].startswith("This API key has reached its monthly budget")
+    assert prewarm["type"] == "response.completed", prewarm
+    rows = wait_rows(3, organisation=made.organisation)
+    assert [(r.method, r.status, r.error_code, r.cost) for r in rows] == [
+        ("WS", 200, "", Decimal("0.5")),
+        ("WS", 429, "insufficient_quota", 0),
+        ("WS", 200, "", 0),
+    ]
+
+
+@pytest.mark.live
+def test_a_prewarm_counts_as_a_request_under_the_rate_limits(api_server, socket_tenant):
+    made = socket_tenant(rpm=1)
+    prewarm, refused = socket_turns(
+        api_server,
+        made.key,
+        [{"input": "warm up", "generate": False}, {"input": "[[tokens:2]]"}],
+    )
+    assert prewarm["type"] == "response.completed", prewarm
+    assert refused["type"] == "error" and refused["status"] == 429, refused
+    assert refused["error"]["code"] == "rate_limit_exceeded"
+    rows = wait_rows(2, organisation=made.organisation)
+    assert [(r.method, r.status, r.error_code) for r in rows] == [
+        ("WS", 200, ""),
+        ("WS", 429, "rate_limit_exceeded"),
+    ]
