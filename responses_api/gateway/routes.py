@@ -207,11 +207,12 @@ ROUTES: tuple[Route, ...] = (
                 "Count the input tokens of a response request",
                 "Counted by the model's backend where it has a tokenizer endpoint "
                 "(vLLM, llama.cpp), else estimated as a quarter of the chat request's "
-                "JSON bytes.",
+                "JSON bytes. Counts as one request under the requests-per-minute limits; "
+                "holds no spend.",
                 request="CountInputTokens",
                 answer="The count.",
                 content={"application/json": "InputTokens"},
-                errors=(400, 401, 403, 404, 413, 415, 502, 503),
+                errors=(400, 401, 403, 404, 413, 415, 429, 502, 503),
             )
         },
     ),
