@@ -377,3 +377,20 @@ def pytest_sessionfinish(session, exitstatus):
         dropped = not leftover.with_name(leftover.name[:-4]).exists()
         if leftover.name.endswith(("-wal", "-shm")) and dropped:
             leftover.unlink(missing_ok=True)
+
+
+# Fixtures that start server processes: a file using one takes seconds.
+_PROCESS_FIXTURES = frozenset({"api_server", "simulator", "web"})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files that start server processes first, the rest after, each file's
+    tests in their order: ``make test``'s two workers take a whole file at a
+    time, and the run ends when the slower one does; short files last keep
+    them both busy to the end."""
+    slow = {
+        item.path
+        for item in items
+        if item.get_closest_marker("live") or _PROCESS_FIXTURES & set(item.fixturenames)
+    }
+    items.sort(key=lambda item: item.path not in slow)
