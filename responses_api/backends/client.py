@@ -39,7 +39,7 @@ from typing import Any
 import aiohttp
 import orjson
 from django.conf import settings
-from multidict import CIMultiDict
+from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from responses_api.catalogue.addresses import (
@@ -239,28 +239,48 @@ async def get(
     and the ``server`` header. A probe has a session of its own (probes run
     in short-lived loops of sync callers) made like the chat calls'
     sessions, under the same address policy."""
+    status, data, headers = await _utility_call(
+        "GET", base_url, path, None, api_key=api_key, within=within, policy=policy
+    )
+    server = headers.get("x-simulator-version") or headers.get("server") or ""
+    return status, data, server
+
+
+async def _utility_call(
+    method: str,
+    base_url: str,
+    path: str,
+    body: dict[str, Any] | None,
+    *,
+    api_key: str,
+    within: float,
+    policy: AddressPolicy | None,
+) -> tuple[int, Any, CIMultiDictProxy[str]]:
+    """One call to a backend's endpoint other than chat (a probe, its
+    tokenizer): status, decoded JSON (None when the body is not JSON or
+    longer than ``PROBE_BODY_LIMIT``) and the headers."""
     policy = policy or backend_policy(allow_private=False)
     url = URL(base_url.rstrip("/") + path)
     if refusal := literal_refusal(url.raw_host, policy):
         raise BackendAddressRefused(refusal)
     async with _session(policy) as session:
         try:
-            async with session.get(
+            async with session.request(
+                method,
                 url,
+                data=None if body is None else orjson.dumps(body),
                 headers=_headers(api_key),
                 allow_redirects=False,
                 timeout=aiohttp.ClientTimeout(total=within),
             ) as response:
-                body = await _read_bounded(response, PROBE_BODY_LIMIT + 1)
-                headers = response.headers
-                server = headers.get("x-simulator-version") or headers.get("server") or ""
+                content = await _read_bounded(response, PROBE_BODY_LIMIT + 1)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _error(exc) from exc
     try:
-        data = orjson.loads(body) if body and len(body) <= PROBE_BODY_LIMIT else None
+        data = orjson.loads(content) if content and len(content) <= PROBE_BODY_LIMIT else None
     except orjson.JSONDecodeError:
         data = None
-    return response.status, data, server
+    return response.status, data, response.headers
 
 
 async def _read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes:
@@ -344,27 +364,10 @@ async def post_json(
     endpoints (its tokenizer): status and decoded JSON (None when the body is
     not JSON or longer than ``PROBE_BODY_LIMIT``). A session of its own, made
     like the chat calls' sessions, under the same address policy."""
-    policy = policy or backend_policy(allow_private=False)
-    url = URL(base_url.rstrip("/") + path)
-    if refusal := literal_refusal(url.raw_host, policy):
-        raise BackendAddressRefused(refusal)
-    async with _session(policy) as session:
-        try:
-            async with session.post(
-                url,
-                data=orjson.dumps(body),
-                headers=_headers(api_key),
-                allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=within),
-            ) as response:
-                content = await _read_bounded(response, PROBE_BODY_LIMIT + 1)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _error(exc) from exc
-    try:
-        data = orjson.loads(content) if content and len(content) <= PROBE_BODY_LIMIT else None
-    except orjson.JSONDecodeError:
-        data = None
-    return response.status, data
+    status, data, _ = await _utility_call(
+        "POST", base_url, path, body, api_key=api_key, within=within, policy=policy
+    )
+    return status, data
 
 
 def get_client(base_url: str, api_key: str, *, allow_private: bool = False) -> Upstream:
