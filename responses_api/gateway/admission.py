@@ -61,7 +61,7 @@ UNLIMITED_OUTPUT_RESERVE = 4096
 
 
 async def admit(
-    *, exchange: Exchange, estimate: int, draft: ChatDraft, generate: bool = True
+    *, exchange: Exchange, estimate: int, draft: ChatDraft, generate: bool = True, calls: int = 1
 ) -> Admission | None:
     """Count the request against its caller's limits, or raise the 429.
 
@@ -69,7 +69,10 @@ async def admit(
     without rate limits). The exchange records what it was admitted under:
     its usage row settles the spend it held, and its responses carry the
     rate-limit headers. Without ``generate`` no backend produces tokens:
-    the request counts as one, with no tokens, and holds no spend."""
+    the request counts as one, with no tokens, and holds no spend. A
+    request that may make ``calls`` backend calls (compacting first, then
+    answering) holds the worst case of each: its prompt and output limit
+    as many times, an upper bound since the answer's prompt is the shorter."""
     caller = exchange.caller
     assert caller is not None
     exchange.translated(draft)
@@ -78,7 +81,7 @@ async def admit(
     if rate is None and spend is None:
         return None
     if spend is not None:
-        spend = _reserving(spend, exchange, draft.max_output_tokens)
+        spend = _reserving(spend, exchange, draft.max_output_tokens, calls)
     verdict: tuple[int, str] | None = None
     used: list = []
     reply: list[Any] = []
@@ -160,9 +163,11 @@ async def _spend_check(spend: SpendPlan) -> list[int]:
     raise ApiError(503, "Spend limits cannot be checked now; retry.", code="unavailable")
 
 
-def _reserving(spend: SpendPlan, exchange: Exchange, max_output: int | None) -> SpendPlan:
+def _reserving(
+    spend: SpendPlan, exchange: Exchange, max_output: int | None, calls: int
+) -> SpendPlan:
     """The plan with the request's worst case to hold: its prompt and its
-    output limit at the model's prices."""
+    output limit at the model's prices, for each of its backend calls."""
     entry = exchange.model_entry
     output = max_output if max_output is not None else UNLIMITED_OUTPUT_RESERVE
     prompt = prompt_tokens(exchange.draft) if exchange.draft is not None else 0
@@ -171,7 +176,9 @@ def _reserving(spend: SpendPlan, exchange: Exchange, max_output: int | None) -> 
         if entry is not None
         else (0, prompt + output)
     )
-    return dataclasses.replace(spend, hold_id=uuid.uuid4().hex, units=units, tokens=tokens)
+    return dataclasses.replace(
+        spend, hold_id=uuid.uuid4().hex, units=units * calls, tokens=tokens * calls
+    )
 
 
 async def _spend_verdict(exchange: Exchange, spend: SpendPlan, reply: list[Any]) -> None:

@@ -103,8 +103,13 @@ async def create_response(
         raise no_backend(model, "it has no enabled backend")
     # A prewarm (``generate: false``) reaches no backend: it counts as a
     # request under the rate limits, with no tokens, and holds no spend.
+    # One that may compact first holds for both of its backend calls.
     admission = await admit(
-        exchange=exchange, estimate=estimate_tokens(call.body), draft=draft, generate=call.generate
+        exchange=exchange,
+        estimate=estimate_tokens(call.body),
+        draft=draft,
+        generate=call.generate,
+        calls=1 if compaction.threshold(request, model.limits.context_window) is None else 2,
     )
     try:
         ahead = await auto_compact.ahead(

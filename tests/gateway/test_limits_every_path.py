@@ -106,6 +106,8 @@ def history(marker: str) -> list[dict]:
     ]
 
 
+SLOW_TURN = {"role": "user", "content": "Shorten it [[tokens:2]] [[delay:800]]"}
+
 # Each path that makes a backend generate: its URL path and body.
 PATHS = {
     "responses": ("/v1/responses", lambda m: {"input": f"{m} [[tokens:2]]"}),
@@ -259,6 +261,35 @@ def test_a_token_count_checks_no_spend_and_holds_none(gateway, tenant):
     assert counted.json()["input_tokens"] > 0
     (row,) = usage_rows(request_id=counted.headers["x-request-id"])
     assert (row.endpoint, row.status, row.cost) == ("/responses/input_tokens", 200, 0)
+    assert held(key_id) == 0
+
+
+def test_a_request_that_may_compact_first_holds_for_both_of_its_calls(tenant, gateway):
+    from tests.api.test_consumer import Client, run, scope
+
+    made, key_id = tenant(monthly_budget=Decimal("100.00"))
+    seen = {}
+
+    async def hold_of(**fields) -> int:
+        # 4 output tokens at 0.25: 1.00 a backend call.
+        body = {"model": "sim-model", "stream": True, "max_output_tokens": 4, **fields}
+        client = Client(scope(made.key))
+        await client.send_body(orjson.dumps(body))
+        await client.read_until(b"response.in_progress")
+        held_now = held(key_id)
+        await client.read_all()
+        await client.app.wait(5)
+        return held_now
+
+    async def main() -> None:
+        seen["plain"] = await hold_of(input=history("plain")[:2] + [SLOW_TURN])
+        seen["compacting"] = await hold_of(
+            input=history("compacting")[:2] + [SLOW_TURN],
+            context_management=[{"type": "compaction", "compact_threshold": 10}],
+        )
+
+    run(main())
+    assert seen == {"plain": 10**8, "compacting": 2 * 10**8}
     assert held(key_id) == 0
 
 
