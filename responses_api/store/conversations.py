@@ -31,6 +31,7 @@ from accounts.models import Organisation
 from responses_api.models import Conversation, ConversationItem
 from responses_api.runtime.secrets import decrypt_bytes, encrypt_bytes
 from responses_api.store.continuation import stored_input
+from responses_api.store.responses import delete_in_batches
 from responses_api.translate.items import new_id
 
 log = logging.getLogger(__name__)
@@ -270,38 +271,16 @@ def history(*, organisation_id: int, ttl_hours: int, conversation_id: str) -> li
 
 
 def conversations_purge(*, batch: int = PURGE_BATCH, now: datetime | None = None) -> int:
-    """Delete every expired conversation with its items, ``batch`` at a
-    time, each batch its own short transaction."""
-    moment = now or timezone.now()
-    deleted = 0
-    while True:
-        ids = list(
-            Conversation.objects.filter(expires_at__lte=moment)
-            .order_by("expires_at")
-            .values_list("id", flat=True)[:batch]
-        )
-        if not ids:
-            return deleted
-        with transaction.atomic():
-            _delete_ids(ids)
-        deleted += len(ids)
-        if len(ids) < batch:
-            return deleted
+    """Delete every expired conversation with its items."""
+    expired = Conversation.objects.filter(expires_at__lte=now or timezone.now())
+    return delete_in_batches(
+        expired.order_by("expires_at").values_list("id", flat=True), _delete_ids, batch
+    )
 
 
 def _delete_all(organisation_id: int, batch: int = PURGE_BATCH) -> int:
-    deleted = 0
-    while True:
-        ids = list(
-            Conversation.objects.filter(organisation_id=organisation_id).values_list(
-                "id", flat=True
-            )[:batch]
-        )
-        if not ids:
-            return deleted
-        with transaction.atomic():
-            _delete_ids(ids)
-        deleted += len(ids)
+    owned = Conversation.objects.filter(organisation_id=organisation_id)
+    return delete_in_batches(owned.values_list("id", flat=True), _delete_ids, batch)
 
 
 def conversations_delete_all(*, organisation: Organisation, actor: Actor = CLI) -> int:

@@ -19,7 +19,7 @@ through ``sync_to_async``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 from cryptography.fernet import InvalidToken
 from django.db import connections, transaction
-from django.db.models import Count, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.utils import timezone
 
 from accounts.audit import CLI, Actor, audit_record
@@ -280,38 +280,34 @@ def _delete_ids(ids: list[str]) -> None:
 
 
 def responses_purge(*, batch: int = PURGE_BATCH, now: datetime | None = None) -> int:
-    """Delete every expired response, ``batch`` at a time, each batch its own
-    short transaction, so that no lock is held for long."""
-    moment = now or timezone.now()
+    """Delete every expired response."""
+    expired = StoredResponse.objects.filter(expires_at__lte=now or timezone.now())
+    return delete_in_batches(
+        expired.order_by("expires_at").values_list("id", flat=True), _delete_ids, batch
+    )
+
+
+def delete_in_batches(
+    ids: QuerySet[Any, Any], delete: Callable[[list[Any]], object], batch: int = PURGE_BATCH
+) -> int:
+    """Delete the rows whose ``ids`` the query lists with ``delete``, ``batch``
+    at a time, each batch its own short transaction, so that no lock is held
+    for long; how many there were."""
     deleted = 0
     while True:
-        ids = list(
-            StoredResponse.objects.filter(expires_at__lte=moment)
-            .order_by("expires_at")
-            .values_list("id", flat=True)[:batch]
-        )
-        if not ids:
+        chunk = list(ids[:batch])
+        if not chunk:
             return deleted
         with transaction.atomic():
-            _delete_ids(ids)
-        deleted += len(ids)
-        if len(ids) < batch:
+            delete(chunk)
+        deleted += len(chunk)
+        if len(chunk) < batch:
             return deleted
 
 
 def _delete_all(organisation_id: int, batch: int = PURGE_BATCH) -> int:
-    deleted = 0
-    while True:
-        ids = list(
-            StoredResponse.objects.filter(organisation_id=organisation_id).values_list(
-                "id", flat=True
-            )[:batch]
-        )
-        if not ids:
-            return deleted
-        with transaction.atomic():
-            _delete_ids(ids)
-        deleted += len(ids)
+    owned = StoredResponse.objects.filter(organisation_id=organisation_id)
+    return delete_in_batches(owned.values_list("id", flat=True), _delete_ids, batch)
 
 
 def responses_delete_all(*, organisation: Organisation, actor: Actor = CLI) -> int:
