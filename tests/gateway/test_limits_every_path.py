@@ -141,13 +141,43 @@ def reached(simulator, marker: str) -> bool:
     return marker in answer.text
 
 
-@pytest.mark.parametrize("limit", ["monthly_budget", "monthly_tokens"])
+def organisation_budget(organisation, amount: str) -> None:
+    """The organisation's budget, its counters (of an earlier test's
+    organisation with the same id) forgotten."""
+    from accounts.audit import CLI
+    from accounts.services.organisations import organisation_settings_update
+    from responses_api.usage.spend import local_counters
+
+    base = f"sy:spend:organisation:{organisation.id}:"
+    for key in [k for k in local_counters.counters if k.startswith(base)]:
+        del local_counters.counters[key]
+    if redis_conn.enabled():
+        client = redis_conn.sync_client()
+        for name in client.scan_iter(match=base + "*"):
+            client.delete(name)
+        client.close()
+    organisation_settings_update(
+        organisation=organisation, actor=CLI, data={"monthly_budget": amount}
+    )
+
+
+LIMITS = {
+    # 0.25 or 1 token: the first request (0.50, 2+ tokens) spends it.
+    "key budget": ({"monthly_budget": Decimal("0.25")}, "API key", "budget"),
+    "key token quota": ({"monthly_tokens": 1}, "API key", "token quota"),
+    "organisation budget": ({}, "organisation", "budget"),
+}
+
+
+@pytest.mark.parametrize("limit", list(LIMITS))
 @pytest.mark.parametrize("path", list(PATHS))
 def test_a_spent_limit_refuses_every_path_that_generates(
     gateway, tenant, local_simulator, local_worker, path, limit
 ):
-    # 0.25 or 1 token: the first request (0.50, 2+ tokens) spends it.
-    made, key_id = tenant(**{limit: Decimal("0.25") if limit == "monthly_budget" else 1})
+    key_options, whose, what = LIMITS[limit]
+    made, key_id = tenant(**key_options)
+    if whose == "organisation":
+        organisation_budget(made.organisation, "0.25")
     first = post(gateway, made.key, "/v1/responses", {"input": "spend it [[tokens:2]]"})
     assert first.status_code == 200, first.text
     marker = uuid.uuid4().hex[:10]
@@ -158,8 +188,7 @@ def test_a_spent_limit_refuses_every_path_that_generates(
     assert refused.headers["x-request-id"]
     error = refused.json()["error"]
     assert error["code"] == error["type"] == "insufficient_quota"
-    what = "budget" if limit == "monthly_budget" else "token quota"
-    assert error["message"].startswith(f"This API key has reached its monthly {what}")
+    assert error["message"].startswith(f"This {whose} has reached its monthly {what}")
     assert not reached(local_simulator, marker)
     (row,) = usage_rows(request_id=refused.headers["x-request-id"])
     assert (row.endpoint, row.status, row.error_code, row.cost) == (
