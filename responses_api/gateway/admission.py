@@ -126,17 +126,24 @@ async def check(*, exchange: Exchange, estimate: int, draft: ChatDraft) -> None:
     if spend is not None:
         spend = dataclasses.replace(spend, hold_id=uuid.uuid4().hex)
     exchange.translated(draft)
-    # A spend limit reached wins, as in ``admit``.
-    notices = spend_outcome(spend, await _spend_check(spend)) if spend is not None else []
-    admission: Admission | None = None
+    verdict: tuple[int, str] | None = None
+    used: list = []
     if rate is not None:
         if redis_conn.enabled():
             results, _ = await redis_conn.run_batch((), [admit_script(rate)])
             verdict, used = admit_result(rate, results[0])
         else:
             verdict, used = limits_local(rate)
-        admission = limits_outcome(rate, verdict, used)
-        await asyncio.shield(limits_settle(admission=admission, tokens=0))
+    admission: Admission | None = None
+    try:
+        # A spend limit reached wins over a rate limit, as in ``admit``.
+        notices = spend_outcome(spend, await _spend_check(spend)) if spend is not None else []
+    finally:
+        if rate is not None and verdict is None:
+            admission = limits_outcome(rate, None, used)
+            await asyncio.shield(limits_settle(admission=admission, tokens=0))
+    if rate is not None and verdict is not None:
+        limits_outcome(rate, verdict, used)  # raises its 429
     for code, message in notices:
         exchange.notice(code, message)
     exchange.admitted(limit_headers=admission.headers if admission else ())

@@ -201,6 +201,18 @@ def test_a_spent_limit_refuses_every_path_that_generates(
     assert held(key_id) == 0
 
 
+@pytest.mark.parametrize("path", list(PATHS))
+def test_a_spent_budget_wins_over_a_rate_limit_on_every_path(gateway, tenant, local_worker, path):
+    """Both reached: the 429 says the budget, which no retry within the minute clears."""
+    made, _ = tenant(monthly_budget=Decimal("0.25"), rpm=1)
+    assert post(gateway, made.key, "/v1/responses", {"input": "[[tokens:2]]"}).status_code == 200
+    url, body = PATHS[path]
+    refused = post(gateway, made.key, url, body(uuid.uuid4().hex[:10]))
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["error"]["code"] == "insufficient_quota"
+    assert "retry-after" not in refused.headers
+
+
 def completed(gateway, key: str, response_id: str) -> dict:
     def ended():
         answer = gateway.http.get(
