@@ -22,7 +22,6 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseBase,
-    HttpResponseRedirect,
 )
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
@@ -167,13 +166,18 @@ class SignOutView(LogoutView):
     """Signs out of the console and, for someone who signed in with the
     provider, of the provider too when it says where (RP-initiated logout,
     its ``end_session_endpoint``): else its session would sign them in
-    again without asking."""
+    again without asking. That last step is a page that goes there, not a
+    redirect: the console's ``form-action 'self'`` forbids the form's
+    redirect to another origin."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         id_token = request.session.get(ID_TOKEN_SESSION_KEY)
         response: HttpResponse = super().post(request, *args, **kwargs)
         ending = _end_session_url(request, id_token) if id_token else None
-        return HttpResponseRedirect(ending) if ending else response
+        if ending is None:
+            return response
+        context = {"end_session_url": ending, "provider": _provider_name()}
+        return render(request, "console/signed_out.html", context)
 
 
 # Where the library keeps the ID token (``OIDC_STORE_ID_TOKEN``).

@@ -77,7 +77,14 @@ def test_sign_in_with_the_identity_provider_in_a_browser(page, console):
     member = Membership.objects.get(user__username="ann@acme.test")
     assert (member.organisation.slug, member.role) == ("acme", "developer")
 
+    # No password to change for an account made by single sign-on.
+    assert page.locator("text=Change password").count() == 0
+
+    # Signing out goes on to the provider's end of session, and back.
     page.click("text=Log out")
+    page.wait_for_url(lambda url: "/oauth2/end_session" in url)
+    assert "id_token_hint" in page.content()
+    page.click("button:has-text('End session')")
     page.wait_for_url("**/console/login/")
     page.click("text=Sign in with Acme ID")
     page.click("button[name=sub][value='eve@elsewhere.test']")
