@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, wait_rows
+from tests.conftest import ROOT, usage_rows, wait_for, wait_rows
 
 pytestmark = [
     pytest.mark.codex,
@@ -149,15 +148,33 @@ def test_codex_stops_at_a_spent_quota_without_retrying(codex, api_server):
     wait_rows(1, organisation=codex.tenant.organisation)
     result = codex("Say hi. [[text:hi]]")
     assert result.returncode != 0
-    # Codex reads the 429's code `insufficient_quota` as a quota error: it says
-    # so and does not retry (one 429 row beside the request that spent it).
     shown = result.stdout + result.stderr
     assert "Quota exceeded" in shown, shown[-3000:]
-    time.sleep(1.0)
-    rows = wait_rows(2, organisation=codex.tenant.organisation)
-    assert sorted(row.status for row in rows) == [200, 429]
-    refused = next(row for row in rows if row.status == 429)
-    assert refused.error_code == "insufficient_quota"
+    # Rows are written in the order their requests end: once the row of a
+    # request sent after Codex exited is there, so is any retry's.
+    client.models.list()
+    rows = wait_for(
+        lambda: (
+            (rows := usage_rows(organisation=codex.tenant.organisation))
+            and rows[-1].endpoint == "/models"
+            and rows
+        )
+    )
+    # Codex may prewarm its socket first (generate: false): a row that
+    # reached no backend and spent nothing, and at most one.
+    prewarms = [row for row in rows if row.method == "WS" and row.status == 200]
+    assert len(prewarms) <= 1, [(r.method, r.status) for r in rows]
+    assert all(r.backend_id is None and r.input_tokens == r.output_tokens == 0 for r in prewarms)
+    # The request that spent the quota, Codex's one refused response.create
+    # (its code `insufficient_quota` read as a quota error, not retried),
+    # then the request above.
+    others = [row for row in rows if row not in prewarms]
+    assert [(r.method, r.endpoint, r.status) for r in others] == [
+        ("POST", "/responses", 200),
+        ("WS", "/responses", 429),
+        ("GET", "/models", 200),
+    ]
+    assert others[1].error_code == "insufficient_quota"
 
 
 def _cli():
