@@ -184,7 +184,8 @@ def test_a_killed_worker_leaves_its_response_failed(tenant, worker, webs):
 
 def test_a_response_cancelled_while_queued_never_runs(tenant, webs, simulator):
     """No worker yet: the response waits in Celery's queue. Cancelled there,
-    it ends at once; the worker that takes it later only writes its row."""
+    it ends at once, with its row; the worker that takes it later runs
+    nothing and writes no second row."""
     _, web = webs
     client = OpenAI(base_url=web.url + "/v1", api_key=tenant.key, max_retries=0)
     before = httpx.get(simulator.url.removesuffix("/v1") + "/_sim/stats").json()["requests"]
