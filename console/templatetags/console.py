@@ -132,3 +132,12 @@ def _plain(value, field: str = "") -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}: {_plain(v)}" for k, v in value.items()) if value else "none"
     return str(value)
+
+
+@register.filter
+def password_changeable(user) -> bool:
+    """Whether a password change is any use to ``user``: not for an account
+    made by single sign-on, nor for anyone while passwords are off."""
+    from django.conf import settings
+
+    return bool(user.has_usable_password() and settings.SWITCHYARD_PASSWORD_LOGIN)
