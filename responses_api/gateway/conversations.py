@@ -18,9 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, f
 
 from responses_api.access.auth import Caller
 from responses_api.gateway.call import Call, Reply
+from responses_api.gateway.endpoints import page_params
 from responses_api.gateway.relay import MAX_DEPTH, _deep_param, _too_deep
 from responses_api.gateway.responder import JSON
-from responses_api.protocol.body import INCLUDE_ACCEPTED
+from responses_api.protocol.body import INCLUDE_ACCEPTED, metadata_checked
 from responses_api.protocol.errors import ApiError, from_validation_error, invalid, too_deep
 from responses_api.protocol.items import InputItem, ItemReference
 from responses_api.store import conversations as store
@@ -29,16 +30,6 @@ from responses_api.store.conversation_turns import conversation_not_found, not_s
 
 # As OpenAI's: at most 20 items per request that adds items.
 MAX_ITEMS = 20
-
-
-def _metadata(value: dict[str, str] | None) -> dict[str, str] | None:
-    if value is not None:
-        if len(value) > 16:
-            raise ValueError("metadata holds at most 16 keys")
-        for key, item in value.items():
-            if len(key) > 64 or len(item) > 512:
-                raise ValueError("metadata keys are at most 64 and values 512 characters")
-    return value
 
 
 class _Items(BaseModel):
@@ -57,7 +48,7 @@ class NewConversation(_Items):
     items: list[InputItem] | None = Field(default=None, max_length=MAX_ITEMS)
     metadata: dict[StrictStr, StrictStr] | None = None
 
-    _check_metadata = field_validator("metadata")(_metadata)
+    _check_metadata = field_validator("metadata")(metadata_checked)
 
 
 class NewItems(_Items):
@@ -69,7 +60,7 @@ class MetadataUpdate(BaseModel):
 
     metadata: dict[StrictStr, StrictStr] | None
 
-    _check_metadata = field_validator("metadata")(_metadata)
+    _check_metadata = field_validator("metadata")(metadata_checked)
 
 
 def _caller(call: Call) -> Caller:
@@ -224,12 +215,7 @@ async def list_items(call: Call) -> Reply:
     ``after`` (an item id) and ``include`` (accepted, changes nothing)."""
     caller = _retained(call)
     query = {name: values[-1] for name, values in _query(call).items()}
-    limit_text = query.get("limit", "20")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 100:
-        raise invalid("limit must be an integer from 1 to 100.", param="limit")
-    order = query.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise invalid("order must be 'asc' or 'desc'.", param="order")
+    limit, order = page_params(query)
     conversation_id = call.params["conversation_id"]
     try:
         page = await _run(
@@ -237,7 +223,7 @@ async def list_items(call: Call) -> Reply:
             organisation_id=caller.organisation_id,
             conversation_id=conversation_id,
             after=query.get("after"),
-            limit=int(limit_text),
+            limit=limit,
             order=order,
         )
     except store.UnknownCursor as unknown:

@@ -3,6 +3,7 @@ and the stored responses of an organisation that keeps them (README, "Stored res
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
@@ -52,6 +53,18 @@ def _not_found(response_id: str) -> ApiError:
     )
 
 
+def page_params(query: Mapping[str, str]) -> tuple[int, str]:
+    """A list's ``limit`` (1–100, 20) and ``order`` (``desc``, newest first,
+    or ``asc``), as OpenAI's lists take them."""
+    limit_text = query.get("limit", "20")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 100:
+        raise invalid("limit must be an integer from 1 to 100.", param="limit")
+    order = query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise invalid("order must be 'asc' or 'desc'.", param="order")
+    return int(limit_text), order
+
+
 def _query(call: Call) -> dict[str, str]:
     return {k: v[-1] for k, v in parse_qs(call.query_string.decode("latin-1")).items()}
 
@@ -90,12 +103,7 @@ async def list_input_items(call: Call) -> Reply:
     organisation_id = _retained(call)
     response_id = call.params["response_id"]
     query = _query(call)
-    limit_text = query.get("limit", "20")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 100:
-        raise invalid("limit must be an integer from 1 to 100.", param="limit")
-    order = query.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise invalid("order must be 'asc' or 'desc'.", param="order")
+    limit, order = page_params(query)
     stored = await sync_to_async(store.response_get)(
         organisation_id=organisation_id, response_id=response_id
     )
@@ -108,7 +116,7 @@ async def list_input_items(call: Call) -> Reply:
         if index is None:
             raise invalid(f"No input item with id '{after}' in this response.", param="after")
         items = items[index + 1 :]
-    page = items[: int(limit_text)]
+    page = items[:limit]
     return Reply(
         {
             "object": "list",

@@ -113,6 +113,17 @@ class ConversationRef(BaseModel):
     id: StrictStr = Field(min_length=1, max_length=64)
 
 
+def metadata_checked(value: dict[str, str] | None) -> dict[str, str] | None:
+    """OpenAI's bounds on ``metadata``, wherever a body carries it."""
+    if value is not None:
+        if len(value) > 16:
+            raise ValueError("metadata holds at most 16 keys")
+        for key, item in value.items():
+            if len(key) > 64 or len(item) > 512:
+                raise ValueError("metadata keys are at most 64 and values 512 characters")
+    return value
+
+
 class CreateResponse(BaseModel):
     # Strict, as every setting is: an unknown top-level field is refused.
     model_config = ConfigDict(extra="forbid")
@@ -169,16 +180,7 @@ class CreateResponse(BaseModel):
             raise ValueError("a conversation id has 1 to 64 characters")
         return value
 
-    @field_validator("metadata")
-    @classmethod
-    def _metadata(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value is not None:
-            if len(value) > 16:
-                raise ValueError("metadata holds at most 16 keys")
-            for key, item in value.items():
-                if len(key) > 64 or len(item) > 512:
-                    raise ValueError("metadata keys are at most 64 and values 512 characters")
-        return value
+    _metadata = field_validator("metadata")(metadata_checked)
 
     @field_validator("include")
     @classmethod
