@@ -76,35 +76,30 @@ class SignInView(LoginView):
         return response
 
 
-class SsoStartView(OIDCAuthenticationRequestView):  # type: ignore[misc]
+class _ProviderView:
+    """What both ends of a sign-in at the identity provider share: its
+    settings, a 404 while single sign-on is off, and a page saying so when
+    the provider cannot be reached."""
+
+    get_settings = staticmethod(provider_setting)
+
+    def get(self, request: HttpRequest) -> HttpResponseBase:
+        if settings.SWITCHYARD_SSO is None:
+            raise Http404("Single sign-on is not configured.")
+        try:
+            response: HttpResponseBase = super().get(request)  # type: ignore[misc]
+        except requests.RequestException as exc:
+            return _unreachable(request, exc)
+        return response
+
+
+class SsoStartView(_ProviderView, OIDCAuthenticationRequestView):  # type: ignore[misc]
     """Sends the browser to the identity provider."""
 
-    get_settings = staticmethod(provider_setting)
 
-    def get(self, request: HttpRequest) -> HttpResponseBase:
-        if settings.SWITCHYARD_SSO is None:
-            raise Http404("Single sign-on is not configured.")
-        try:
-            response: HttpResponseBase = super().get(request)
-        except requests.RequestException as exc:
-            return _unreachable(request, exc)
-        return response
-
-
-class SsoCallbackView(OIDCAuthenticationCallbackView):  # type: ignore[misc]
+class SsoCallbackView(_ProviderView, OIDCAuthenticationCallbackView):  # type: ignore[misc]
     """Where the identity provider sends the browser back: signs the person
     in, or shows why not."""
-
-    get_settings = staticmethod(provider_setting)
-
-    def get(self, request: HttpRequest) -> HttpResponseBase:
-        if settings.SWITCHYARD_SSO is None:
-            raise Http404("Single sign-on is not configured.")
-        try:
-            response: HttpResponseBase = super().get(request)
-        except requests.RequestException as exc:
-            return _unreachable(request, exc)
-        return response
 
     def login_failure(self) -> HttpResponse:
         request: HttpRequest = self.request
