@@ -38,6 +38,7 @@ from responses_api.gateway.consumers import Receive, Send
 from responses_api.gateway.draining import drain, shutting_down
 from responses_api.gateway.ending import end_exchange
 from responses_api.gateway.exchange import Client, Exchange, new_request_id
+from responses_api.gateway.failures import failure, server_error
 from responses_api.gateway.relay import MAX_DEPTH, create_response
 from responses_api.gateway.websocket_chain import LocalChain
 from responses_api.gateway.websocket_frames import (
@@ -350,17 +351,10 @@ class Connection:
                     raise
                 error = shutting_down()
                 exchange.cut_by_shutdown()
-            except Exception as exc:  # never a traceback to the client
-                log.exception("request %s failed", exchange.request_id)
-                error = _server_error()
+            except Exception as exc:  # a bug or an outage: never a traceback out
+                error = failure(exchange.request_id, exc)
                 detail = f"{type(exc).__name__}: {exc}"
         await end_exchange(call, error=error, detail=detail)
-
-
-def _server_error() -> ApiError:
-    return ApiError(
-        500, "The server had an error while processing the request.", code="server_error"
-    )
 
 
 async def _salvage(call: Call, exc: Exception) -> None:
@@ -368,7 +362,7 @@ async def _salvage(call: Call, exc: Exception) -> None:
     not, and the client gets an error frame if its response did not end."""
     exchange, responder = call.exchange, call.responder
     log.error("request %s failed", exchange.request_id, exc_info=exc)
-    error = _server_error()
+    error = server_error()
     try:
         if not exchange.submitted:
             if exchange.outcome.status != 499:
