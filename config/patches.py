@@ -46,6 +46,15 @@ model's answer usually arrives). Each saves at least 3 % in one of them:
   a Python ``__getattribute__`` per look-up, one per chunk of a stream); the
   name ``daphne.http_protocol.http`` gets the module behind it. Off: +2.5 %
   per request, +1.1 % per token, +14 % per paced token.
+- ``websocket_writes``: daphne's WebSocket factory makes its protocols from
+  ``daphne.ws_protocol.WebSocketFactory.protocol``; the subclass put there
+  (``config/websocket_writes.py``) writes the frames a socket is given in one
+  turn of the event loop in one call, past autobahn's ``sendData``, and is
+  its connection's push producer, reading Twisted's buffer attributes
+  (``_tempDataLen``, ``dataBuffer``, ``offset``) to bound what a client that
+  does not read makes the process hold. Off: a WebSocket turn costs 15-30 %
+  more CPU than the same response over SSE, and such a client's frames are
+  held whole.
 
 Two patches bound what a hostile or broken client can make the process
 hold, rather than save instructions (``tests/ops/test_hostile_clients.py``):
@@ -79,7 +88,6 @@ once per connection (``tests/ops/test_serve.py`` checks it on a live server).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from http import HTTPStatus
 from typing import Any
 
@@ -90,6 +98,8 @@ from config.patches_bounds import (
     check_backpressure,
     check_header_timeout,
 )
+from config.patches_writes import build_eager_writes, check_eager_writes
+from config.websocket_writes import build_websocket_writes, check_websocket_writes
 
 ENV = "SWITCHYARD_SERVER_PATCHES"
 
@@ -97,6 +107,9 @@ ENV = "SWITCHYARD_SERVER_PATCHES"
 # pins (tests/ops/test_patches.py keeps the two in step).
 TWISTED = "26.10.0"
 DAPHNE = "4.2.3"
+# daphne's dependency, not pinned in pyproject.toml: the version installed
+# with the pinned daphne.
+AUTOBAHN = "26.11.1"
 
 
 # --- daphne_factory --------------------------------------------------------------
@@ -237,65 +250,6 @@ def _build_daphne_factory() -> list[tuple[Any, str, Any]]:
     return [(server, "HTTPFactory", HTTPFactory)]
 
 
-# --- eager_writes ----------------------------------------------------------------
-
-
-def _check_eager_writes() -> list[str]:
-    from twisted.internet import abstract, tcp
-
-    problems = []
-    if tcp.Port.transport is not tcp.Server:
-        problems.append("twisted.internet.tcp.Port.transport is not tcp.Server")
-    problems += missing(
-        tcp.Server, "dataBuffer", "offset", "_writeDisconnected", "TLS", "writeSomeData"
-    )
-    problems += unused_by(abstract.FileDescriptor.__init__, "_tempDataLen")
-    return problems
-
-
-def _eager(base: type) -> type:
-    """A Twisted TCP transport that sends a write at once when nothing is
-    waiting to be sent before it, as asyncio's transports do.
-
-    Twisted queues every write and sends it from the reactor's next turn:
-    two registrations with the event loop (``add_writer``, then
-    ``remove_writer``), a turn of the loop and its logging context per
-    write, which is per token on a paced stream. Anything not sent at once
-    (a full socket buffer, an error) takes Twisted's own path, which also
-    handles flow control and connection loss.
-    """
-
-    class Eager(base):  # type: ignore[valid-type, misc]
-        def write(self, data: bytes) -> None:
-            self.writeSequence((data,))
-
-        def writeSequence(self, iovec: Iterable[bytes]) -> None:
-            if (
-                self.connected
-                and not self.TLS
-                and not self.disconnecting
-                and not self._writeDisconnected
-                and not self._tempDataLen
-                and self.offset == len(self.dataBuffer)
-            ):
-                data = b"".join(iovec)
-                sent = self.writeSomeData(data)
-                if isinstance(sent, int) and sent >= 0:
-                    if sent == len(data):
-                        return
-                    iovec = (data[sent:],)
-            super().writeSequence(iovec)
-
-    Eager.__name__ = Eager.__qualname__ = f"Eager{base.__name__}"
-    return Eager
-
-
-def _build_eager_writes() -> list[tuple[Any, str, Any]]:
-    from twisted.internet import tcp
-
-    return [(tcp.Port, "transport", _eager(tcp.Server))]
-
-
 # --- http_module -----------------------------------------------------------------
 
 
@@ -335,7 +289,7 @@ PATCHES = (
         _check_daphne_factory,
         _build_daphne_factory,
     ),
-    Patch("eager_writes", {"Twisted": TWISTED}, _check_eager_writes, _build_eager_writes),
+    Patch("eager_writes", {"Twisted": TWISTED}, check_eager_writes, build_eager_writes),
     Patch(
         "header_timeout",
         {"Twisted": TWISTED, "daphne": DAPHNE},
@@ -347,6 +301,12 @@ PATCHES = (
         {"Twisted": TWISTED, "daphne": DAPHNE},
         _check_http_module,
         _build_http_module,
+    ),
+    Patch(
+        "websocket_writes",
+        {"Twisted": TWISTED, "daphne": DAPHNE, "autobahn": AUTOBAHN},
+        check_websocket_writes,
+        build_websocket_writes,
     ),
 )
 NAMES = tuple(p.name for p in PATCHES)

@@ -19,8 +19,11 @@ measured by the benchmark (bench/README.md):
   there: ``daphne_factory`` (no form parsing and no Twisted access log line;
   switched off, a request costs 20 % more instructions), ``eager_writes``
   (writes leave at once; off, a token of a paced stream costs 37 % more,
-  a request 4 %) and ``http_module`` (daphne skips Twisted's deprecation
-  proxy; off, a paced token costs 14 % more). Two more bound what a client
+  a request 4 %), ``http_module`` (daphne skips Twisted's deprecation
+  proxy; off, a paced token costs 14 % more) and ``websocket_writes`` (a
+  socket's frames leave in one write per loop turn, and a client that stops
+  reading them is held to what an HTTP client is held to; off, a WebSocket
+  turn costs 15-30 % more CPU than an SSE one). Two more bound what a client
   can make the process hold: ``backpressure`` (a response's ``send`` waits
   while the client does not read, and a client that reads nothing for
   ``SWITCHYARD_CLIENT_STALL_SECONDS`` is disconnected) and
@@ -31,9 +34,7 @@ measured by the benchmark (bench/README.md):
   accepted when a client offers it (autobahn's ``setProtocolOptions``; daphne
   leaves it off), a frame may be as large as a request body
   (``SWITCHYARD_MAX_BODY_BYTES``, unless ``--websocket-max-message-size`` or
-  ``--websocket-max-frame-size`` is given; daphne's default is 1 MiB), and a
-  socket's frames leave in one write per loop turn
-  (``config/websocket_writes.py``).
+  ``--websocket-max-frame-size`` is given; daphne's default is 1 MiB).
 - pyOpenSSL is not loaded unless daphne is given a TLS endpoint
   (``-e ssl:…``): TLS ends at the reverse proxy, and Twisted, which loads
   it for TLS on its own sockets whenever it is installed, serves plain TCP
@@ -57,7 +58,6 @@ from typing import Any
 import uvloop
 
 from config import patches
-from config.websocket_writes import coalescing
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -87,13 +87,6 @@ def main(argv: list[str] | None = None) -> None:
                 # Autobahn accepts no compression unless told to; WebSocket
                 # mode's clients (Codex) offer permessage-deflate.
                 self.ws_factory.setProtocolOptions(perMessageCompressionAccept=accept_deflate)
-                # A response's frames leave in one write per loop turn; a
-                # client that stops reading them is dropped.
-                from django.conf import settings
-
-                self.ws_factory.protocol = coalescing(
-                    self.ws_factory.protocol, settings.SWITCHYARD_CLIENT_STALL_SECONDS
-                )
                 if ready_callable is not None:
                     ready_callable()
 

@@ -22,12 +22,22 @@ response under way ending as a 499.
 Only plain TCP transports in the open state take that path; anything else
 (TLS, a handshake, a close, autobahn's chopped or synchronous writes) takes
 autobahn's own.
+
+It reads Twisted's internals (``_tempDataLen``, ``dataBuffer``, ``offset``)
+and stands in for autobahn's ``sendData``, so it is the ``websocket_writes``
+server patch (``config/patches.py``): applied only on the versions of
+Twisted, daphne and autobahn it was written for, with the attributes it
+relies on there (:func:`check_websocket_writes`), else autobahn's stock path
+with one warning at start-up; ``SWITCHYARD_SERVER_PATCHES=-websocket_writes``
+switches it off.
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+from config.patch_support import missing, unused_by
 
 # Bytes waiting in the process for a client before its stall clock runs.
 HIGH_WATER = 1024 * 1024
@@ -37,16 +47,42 @@ def _waiting(transport: Any) -> int:
     return transport._tempDataLen + len(transport.dataBuffer) - transport.offset
 
 
-def coalescing(protocol: type, stall_seconds: float) -> type:
+def check_websocket_writes() -> list[str]:
+    """Why the internals the joined path relies on are not there (none: they are)."""
+    from daphne import ws_protocol
+    from twisted.internet import abstract, tcp
+
+    problems = []
+    if ws_protocol.WebSocketFactory.protocol is not ws_protocol.WebSocketProtocol:
+        problems.append("daphne.ws_protocol.WebSocketFactory.protocol is not WebSocketProtocol")
+    # The joined path is sendData's plain write, under sendData's conditions.
+    problems += unused_by(
+        ws_protocol.WebSocketProtocol.sendData,
+        "send_queue",
+        "transport",
+        "trafficStats",
+        "logOctets",
+    )
+    problems += missing(ws_protocol.WebSocketProtocol, "STATE_OPEN", "dropConnection")
+    problems += missing(tcp.Server, "dataBuffer", "offset", "TLS", "producer", "registerProducer")
+    problems += unused_by(abstract.FileDescriptor.__init__, "_tempDataLen")
+    return problems
+
+
+def build_websocket_writes() -> list[tuple[Any, str, Any]]:
+    from daphne import ws_protocol
+
+    joined = coalescing(ws_protocol.WebSocketProtocol)
+    return [(ws_protocol.WebSocketFactory, "protocol", joined)]
+
+
+def coalescing(protocol: type) -> type:
     """A subclass of daphne's WebSocket protocol whose frames are joined."""
-    from twisted.internet import reactor, tcp
+    from twisted.internet import reactor
     from twisted.internet.abstract import FileDescriptor
 
     clock: Any = reactor
-    loop = asyncio.get_event_loop()  # daphne's: the reactor's
     open_state = getattr(protocol, "STATE_OPEN")  # noqa: B009 (a class built at run time)
-    # The joined path reads Twisted's buffer: only where it is as expected.
-    usable = all(hasattr(tcp.Server, name) for name in ("dataBuffer", "offset"))
 
     class Coalescing(protocol):  # type: ignore[valid-type, misc]
         _written = 0
@@ -54,13 +90,18 @@ def coalescing(protocol: type, stall_seconds: float) -> type:
         _pending: list[bytes] | None = None
         _drained: Any = None  # a future while Twisted has paused the socket
         _joined = False  # plain TCP, with Twisted's buffer as expected
+        _loop: Any = None
+        _stall_seconds = 0.0
 
         def connectionMade(self) -> None:
+            from django.conf import settings
+
             super().connectionMade()
             transport = self.transport
+            self._loop = asyncio.get_event_loop()  # daphne's: the reactor's
+            self._stall_seconds = settings.SWITCHYARD_CLIENT_STALL_SECONDS
             self._joined = (
-                usable
-                and isinstance(transport, FileDescriptor)
+                isinstance(transport, FileDescriptor)
                 and not getattr(transport, "TLS", True)
                 and isinstance(getattr(transport, "_tempDataLen", None), int)
             )
@@ -73,9 +114,9 @@ def coalescing(protocol: type, stall_seconds: float) -> type:
 
         def pauseProducing(self) -> None:
             if self._drained is None:
-                self._drained = loop.create_future()
+                self._drained = self._loop.create_future()
                 if self._stall is None:
-                    self._stall = clock.callLater(stall_seconds, self._stalled, self._sent())
+                    self._stall = clock.callLater(self._stall_seconds, self._stalled, self._sent())
 
         def resumeProducing(self) -> None:
             self._release()
@@ -103,7 +144,7 @@ def coalescing(protocol: type, stall_seconds: float) -> type:
             if self._pending is None:
                 # The frames written until the loop's next turn, in one write.
                 self._pending = [data]
-                loop.call_soon(self._flush)
+                self._loop.call_soon(self._flush)
             else:
                 self._pending.append(data)
 
@@ -117,7 +158,7 @@ def coalescing(protocol: type, stall_seconds: float) -> type:
             self.trafficStats.outgoingOctetsWireLevel += size
             transport.writeSequence(pending)
             if self._stall is None and _waiting(transport) > HIGH_WATER:
-                self._stall = clock.callLater(stall_seconds, self._stalled, self._sent())
+                self._stall = clock.callLater(self._stall_seconds, self._stalled, self._sent())
 
         def _sent(self) -> int:
             return self._written - _waiting(self.transport)
@@ -129,7 +170,7 @@ def coalescing(protocol: type, stall_seconds: float) -> type:
             if self._sent() == sent_before:
                 self.dropConnection(abort=True)  # nothing taken: the client is gone
             elif self._drained is not None or _waiting(self.transport) > HIGH_WATER:
-                self._stall = clock.callLater(stall_seconds, self._stalled, self._sent())
+                self._stall = clock.callLater(self._stall_seconds, self._stalled, self._sent())
 
         def connectionLost(self, reason: Any) -> None:
             self._pending = None

@@ -32,12 +32,13 @@ handler.emit = records.append
 logging.getLogger("switchyard.server").addHandler(handler)
 logging.getLogger("switchyard.server").setLevel(logging.INFO)
 
-from daphne import http_protocol, server
+from daphne import http_protocol, server, ws_protocol
 from twisted.internet import tcp
 from twisted.python.deprecate import _ModuleProxy
 from twisted.web import http
 
 stock_request = http_protocol.WebRequest  # before the patches
+stock_socket = ws_protocol.WebSocketFactory.protocol
 
 from config import patches
 
@@ -60,6 +61,9 @@ print(json.dumps({
         "header_timeout": type(protocol._channel) is not http.HTTPChannel
         and isinstance(protocol._channel, http.HTTPChannel),
         "http_module": not isinstance(http_protocol.http, _ModuleProxy),
+        "websocket_writes": ws_protocol.WebSocketFactory.protocol is not stock_socket
+        and issubclass(ws_protocol.WebSocketFactory.protocol, stock_socket)
+        and hasattr(ws_protocol.WebSocketFactory.protocol, "pauseProducing"),
     },
     "warnings": [r.getMessage() for r in records if r.levelno == logging.WARNING],
 }))
@@ -116,6 +120,25 @@ def test_a_missing_internal_keeps_the_stock_behaviour_with_one_warning():
     ]
 
 
+def test_websocket_writes_on_another_autobahn_write_keeps_autobahns_path():
+    """autobahn's ``sendData`` no longer queues, counts and logs as the
+    joined path does in its place: daphne's sockets keep autobahn's own
+    writes (no joined frames, no producer), with one warning that says why."""
+    result = _probe(
+        "all",
+        "def sendData(self, data, sync=False, chopsize=None):\n"
+        "    self.transport.write(data)\n"
+        "ws_protocol.WebSocketProtocol.sendData = sendData",
+    )
+    assert result["applied"] == [n for n in patches.NAMES if n != "websocket_writes"]
+    assert result["active"] == {n: n != "websocket_writes" for n in patches.NAMES}
+    assert result["warnings"] == [
+        "Server patches not applied, stock behaviour kept: websocket_writes "
+        "(sendData no longer uses send_queue; sendData no longer uses trafficStats; "
+        "sendData no longer uses logOctets)"
+    ]
+
+
 def test_another_version_keeps_the_stock_behaviour_with_one_warning():
     result = _probe(
         "all", "from config import patch_support; patch_support.version = lambda d: '99.0'"
@@ -141,7 +164,10 @@ def test_the_versions_written_for_are_the_pinned_ones():
         ("all", list(patches.NAMES)),
         ("none", []),
         ("eager_writes", ["eager_writes"]),
-        ("-eager_writes", ["backpressure", "daphne_factory", "header_timeout", "http_module"]),
+        (
+            "-eager_writes",
+            ["backpressure", "daphne_factory", "header_timeout", "http_module", "websocket_writes"],
+        ),
         (" eager_writes , daphne_factory ", ["daphne_factory", "eager_writes"]),
     ],
 )
