@@ -143,7 +143,7 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
         await events.append(organisation_id, response_id, len(opening), [event], end=True)
         raise
     # The worker writes this request's row when the work ends.
-    exchange.submitted = True
+    exchange.row_left_to_worker()
     if not exchange.stream:
         return Reply(snapshot)
     await _follow(call.responder, organisation_id, response_id, -1)

@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 
 from responses_api.access.auth import Caller
 from responses_api.gateway.call import Call
-from responses_api.gateway.exchange import Client, Exchange
+from responses_api.gateway.exchange import Client, Exchange, Timing
 from responses_api.store import events
 from responses_api.store.background import background_update
 
@@ -82,9 +82,12 @@ class Job:
     def exchange(self) -> Exchange:
         """The create request's exchange, again: its row is this one's."""
         exchange = Exchange(
-            request_id=self.request_id, endpoint="/responses", method="POST", client=self.client
+            request_id=self.request_id,
+            endpoint="/responses",
+            method="POST",
+            client=self.client,
+            timing=Timing(created_at=self.created_at),
         )
-        exchange.timing.created_at = self.created_at
         # The create request counted under the requests-per-minute limits;
         # the run counts its tokens, its concurrency and its spend.
         exchange.authenticated(dataclasses.replace(self.caller, rpm=None, org_rpm=None))

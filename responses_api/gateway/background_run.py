@@ -106,8 +106,7 @@ async def _work(call: Call, response_id: str) -> None:
     except ApiError as raised:
         error = raised
     except asyncio.CancelledError:
-        exchange.client_gone()
-        exchange.outcome = exchange.outcome._replace(note=CANCELLED)
+        exchange.client_gone(note=CANCELLED)
         await asyncio.shield(end_exchange(call))
         raise
     except Exception as exc:  # a bug: the response still ends, failed
@@ -202,8 +201,7 @@ async def cancelled_row(job: Job) -> None:
     """The create request's row (a 499) of a response cancelled while queued."""
     exchange = job.exchange()
     exchange.asked(model=job.snapshot.get("model", ""), stream=False, prompt_cache_key=None)
-    exchange.client_gone()
-    exchange.outcome = exchange.outcome._replace(note=CANCELLED)
+    exchange.client_gone(note=CANCELLED)
     await exchange.submit()
 
 

@@ -200,8 +200,12 @@ class Exchange:
             message = f"{error.message} {error.detail}" if error.detail else error.message
         self.outcome = Outcome(error.status, error.code or error.type, message, self.outcome.note)
 
-    def client_gone(self) -> None:
-        self.outcome = Outcome(499, "client_disconnected", self.outcome.error_message, CLIENT_GONE)
+    def client_gone(self, note: str = CLIENT_GONE) -> None:
+        self.outcome = Outcome(499, "client_disconnected", self.outcome.error_message, note)
+
+    def row_left_to_worker(self) -> None:
+        """A background response's worker writes this request's row."""
+        self.submitted = True
 
     def shutdown_deadline(self) -> None:
         """The process's shutdown deadline passed with the request in flight."""
