@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.settings_checks import fernet_refusals, production_refusals
 from config.settings_sso import sign_in
-from config.settings_stores import behind_pgbouncer, redis_config
+from config.settings_stores import beat_schedule, behind_pgbouncer, redis_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -183,23 +183,9 @@ CELERY_TASK_EAGER_PROPAGATES = True
 # Two beats may run (one per machine, for failover): each entry is sent by
 # the beat that claims its period first, in Redis.
 CELERY_BEAT_SCHEDULER = "config.celery:OncePerPeriodScheduler"
-CELERY_BEAT_SCHEDULE = {
-    "backend-health": {"task": "console.tasks.check_backends", "schedule": 15.0},
-    "usage-drain": {"task": "responses_api.tasks.drain_usage", "schedule": 5.0},
-    "stored-responses-purge": {
-        "task": "responses_api.tasks.purge_stored_responses",
-        "schedule": 300.0,
-    },
-    "health-history-purge": {
-        "task": "console.tasks.purge_health_history",
-        "schedule": 3600.0,
-    },
-    "usage-purge": {"task": "responses_api.tasks.purge_usage", "schedule": 3600.0},
-    "background-reap": {
-        "task": "responses_api.tasks.reap_background_responses",
-        "schedule": 15.0,
-    },
-}
+# The periodic tasks (config/settings_stores.py); the usage drain's period
+# is SWITCHYARD_USAGE_DRAIN_SECONDS.
+CELERY_BEAT_SCHEDULE = beat_schedule(env.float("SWITCHYARD_USAGE_DRAIN_SECONDS", default=5.0))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -49,3 +49,27 @@ def behind_pgbouncer(database: dict[str, Any]) -> None:
         raise ImproperlyConfigured("SWITCHYARD_PGBOUNCER=true needs a postgres:// DATABASE_URL.")
     database["DISABLE_SERVER_SIDE_CURSORS"] = True
     database.setdefault("OPTIONS", {})["prepare_threshold"] = None
+
+
+def beat_schedule(usage_drain: float) -> dict[str, dict[str, Any]]:
+    """What Celery beat sends, and how often (in seconds). The usage drain
+    writes the rows of web processes that leave that to Celery
+    (``SWITCHYARD_USAGE_DRAIN_IN_WEB=false``): its period bounds how late a
+    row reaches the database."""
+    return {
+        "backend-health": {"task": "console.tasks.check_backends", "schedule": 15.0},
+        "usage-drain": {"task": "responses_api.tasks.drain_usage", "schedule": usage_drain},
+        "stored-responses-purge": {
+            "task": "responses_api.tasks.purge_stored_responses",
+            "schedule": 300.0,
+        },
+        "health-history-purge": {
+            "task": "console.tasks.purge_health_history",
+            "schedule": 3600.0,
+        },
+        "usage-purge": {"task": "responses_api.tasks.purge_usage", "schedule": 3600.0},
+        "background-reap": {
+            "task": "responses_api.tasks.reap_background_responses",
+            "schedule": 15.0,
+        },
+    }
