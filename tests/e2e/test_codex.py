@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -90,19 +91,28 @@ def codex(codex_bin, api_server, provision, simulator, tmp_path, settings):
     call_command("codex_config", "--org", "acme", "--key-name", "acme key", "--out", str(home))
     config = home / "config.toml"
     config.write_text(TOP_LEVEL + config.read_text() + APPENDED)
+    run = codex_runner(codex_bin, home, tmp_path, tenant.key)
+    run.tenant = tenant  # type: ignore[attr-defined]
+    return run
+
+
+def codex_runner(binary: Path, home: Path, tmp_path: Path, key: str) -> Callable:
+    """``run(prompt)``: ``codex exec`` of the kit's profile in a fresh work
+    directory, with ``home`` as its configuration and nothing else of the
+    machine's environment."""
     workdir = tmp_path / "work"
     workdir.mkdir()
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
         "CODEX_HOME": str(home),
-        "SWITCHYARD_API_KEY": tenant.key,
+        "SWITCHYARD_API_KEY": key,
         "NO_COLOR": "1",
     }
 
     def run(prompt: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [str(codex_bin), "--profile", "switchyard", "exec", "--skip-git-repo-check", prompt],
+            [str(binary), "--profile", "switchyard", "exec", "--skip-git-repo-check", prompt],
             cwd=workdir,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -112,7 +122,6 @@ def codex(codex_bin, api_server, provision, simulator, tmp_path, settings):
         )
 
     run.workdir = workdir  # type: ignore[attr-defined]
-    run.tenant = tenant  # type: ignore[attr-defined]
     return run
 
 

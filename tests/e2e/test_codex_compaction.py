@@ -8,8 +8,6 @@ with that item in its next request, which gives the backend the summary.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import uuid
 
 import httpx
@@ -17,7 +15,12 @@ import pytest
 
 from responses_api.translate.compaction import SUMMARY_PREFIX, SUMMARY_PROMPT
 from tests.conftest import wait_rows
-from tests.e2e.test_codex import APPENDED, TOP_LEVEL, codex_bin  # noqa: F401 (fixture)
+from tests.e2e.test_codex import (  # noqa: F401 (codex_bin: a fixture)
+    APPENDED,
+    TOP_LEVEL,
+    codex_bin,
+    codex_runner,
+)
 
 pytestmark = [
     pytest.mark.codex,
@@ -49,27 +52,7 @@ def _session(binary, provision, simulator, tmp_path, settings, api_server, name=
     config.write_text(TOP_LEVEL + text + APPENDED)
     profile = home / "switchyard.config.toml"
     profile.write_text(profile.read_text() + f"model_auto_compact_token_limit = {COMPACT_LIMIT}\n")
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(tmp_path),
-        "CODEX_HOME": str(home),
-        "SWITCHYARD_API_KEY": tenant.key,
-        "NO_COLOR": "1",
-    }
-
-    def run(prompt: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(binary), "--profile", "switchyard", "exec", "--skip-git-repo-check", prompt],
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-
+    run = codex_runner(binary, home, tmp_path, tenant.key)
     run.tenant = tenant  # type: ignore[attr-defined]
     return run
 
