@@ -385,9 +385,9 @@ _PROCESS_FIXTURES = frozenset({"api_server", "simulator", "web"})
 
 def pytest_collection_modifyitems(config, items):
     """Files that start server processes first, the rest after, each file's
-    tests in their order: ``make test``'s two workers take a whole file at a
-    time, and the run ends when the slower one does; short files last keep
-    them both busy to the end."""
+    tests in their order: ``make test``'s workers take a whole file at a
+    time, and the run ends when the slowest one does; short files last keep
+    them all busy to the end."""
     slow = {
         item.path
         for item in items
