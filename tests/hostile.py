@@ -87,6 +87,7 @@ class HostileBackend:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.requests: list[dict[str, Any]] = []
+        self.tokenize_answer: Any = {"count": 7}
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
@@ -106,6 +107,7 @@ class HostileBackend:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/tokenize", self._tokenize)
         # Handlers that hang for good are cancelled at once when it stops,
         # not waited for (aiohttp's default grace is a minute).
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
@@ -115,6 +117,10 @@ class HostileBackend:
         self._ready.set()
         await self._stop.wait()
         await runner.cleanup()
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        """vLLM's tokenizer endpoint, answering ``tokenize_answer``."""
+        return web.json_response(self.tokenize_answer)
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "sim-model"}]})

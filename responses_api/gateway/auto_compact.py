@@ -111,6 +111,10 @@ async def ahead(
     )
 
 
+# More tokens than any context window holds: a tokenizer answering more is wrong.
+MAX_COUNT = 100_000_000
+
+
 async def count_tokens(route: Route, plan: ChatPlan) -> int:
     """The chat request's input tokens: from the backend's tokenizer when
     its dialect has one and it answers, else the estimate."""
@@ -145,7 +149,9 @@ async def _tokenize(route: Route, plan: ChatPlan) -> int | None:
             policy=policy,
         )
         count = answer.get("count") if status == 200 and isinstance(answer, dict) else None
-        return count if isinstance(count, int) else None
+        # The backend's word, taken only when it is a count a prompt can
+        # have: not a boolean, a negative or an absurd number.
+        return count if type(count) is int and 0 <= count <= MAX_COUNT else None
     # llama.cpp: the template applied first, then its text tokenized.
     status, answer = await post_json(
         root,

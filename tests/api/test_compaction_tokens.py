@@ -9,6 +9,7 @@ from openai import BadRequestError
 
 from responses_api.translate.compaction import estimate_tokens
 from tests.conftest import wait_rows
+from tests.hostile import HostileBackend
 
 pytestmark = pytest.mark.django_db
 
@@ -92,3 +93,27 @@ def test_a_count_needs_a_model_and_is_refused_like_a_bad_request(gateway, vllm):
     assert unknown.value.body["param"] == "input[0].type"
     rows = wait_rows(3, organisation=vllm.organisation)
     assert sorted(row.status for row in rows) == [400, 400, 400]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [{"count": -5}, {"count": True}, {"count": 10**30}, {"count": "12"}, [3]],
+    ids=["negative", "boolean", "huge", "string", "list"],
+)
+def test_a_tokenizer_answer_no_prompt_can_have_gives_the_estimate(gateway, provision, answer):
+    with HostileBackend() as backend:
+        backend.tokenize_answer = answer
+        tenant = provision("acme", backend.url, dialect="vllm")
+        client = gateway.openai(tenant.key)
+        counted = client.responses.input_tokens.count(model="sim-model", input="Hello there")
+    assert counted.input_tokens == estimate_tokens(
+        [{"role": "user", "content": "Hello there"}], None
+    )
+
+
+def test_a_sound_tokenizer_answer_is_taken(gateway, provision):
+    with HostileBackend() as backend:
+        tenant = provision("acme", backend.url, dialect="vllm")
+        client = gateway.openai(tenant.key)
+        counted = client.responses.input_tokens.count(model="sim-model", input="Hello there")
+    assert counted.input_tokens == 7
