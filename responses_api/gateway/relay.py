@@ -94,11 +94,10 @@ async def create_response(
         )
     if joined is not None:
         call.keep = joined.keep(call.keep, caller=caller, body=call.body, references=references)
-    compacting = compaction.resolve(
-        request, seal=reasoning_seal(caller.organisation_id), model_id=model.public_id
-    )
+    seal = reasoning_seal(caller.organisation_id)
+    compacting = compaction.resolve(request, seal=seal, model_id=model.public_id)
     request = compacting.request
-    draft = prepare_chat(request, limits=model.limits, seal=reasoning_seal(caller.organisation_id))
+    draft = prepare_chat(request, limits=model.limits, seal=seal)
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
     # A prewarm (``generate: false``) reaches no backend: it counts as a

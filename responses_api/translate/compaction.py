@@ -127,8 +127,10 @@ def resolve(request: CreateResponse, *, seal: ReasoningSeal, model_id: str) -> C
     """Open the request's compaction items, and when its last input item is
     ``compaction_trigger``, make it the summarisation request (no tools,
     the conversation then :data:`SUMMARY_PROMPT`)."""
-    if isinstance(request.input, str):
-        return Compacting(request)
+    if isinstance(request.input, str) or not any(
+        isinstance(item, (CompactionTriggerItem, CompactionItem)) for item in request.input
+    ):
+        return Compacting(request)  # most requests: nothing to open or to do
     items: list[InputItem] = []
     kept: list[MessageItem] = []
     trigger = opened = False
