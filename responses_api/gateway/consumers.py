@@ -29,9 +29,9 @@ from responses_api.gateway import routes
 from responses_api.gateway.call import Call, Reply
 from responses_api.gateway.draining import drain, shutting_down
 from responses_api.gateway.encoding import decode
-from responses_api.gateway.ending import end_exchange
+from responses_api.gateway.ending import end_exchange, end_served
 from responses_api.gateway.exchange import Client, Exchange, new_request_id
-from responses_api.gateway.failures import failure, server_error
+from responses_api.gateway.failures import server_error
 from responses_api.gateway.responder import Responder
 from responses_api.gateway.tracing import trace_begin, trace_end
 from responses_api.protocol.errors import ApiError, body_too_large, body_too_slow, invalid
@@ -209,27 +209,8 @@ async def _run(
     listener: asyncio.Future[bool],
 ) -> None:
     """Run the handler and end the exchange, whatever the handler did."""
-    exchange = call.exchange
-    error: ApiError | None = None
-    reply: Reply | None = None
-    detail = ""
     try:
-        try:
-            reply = await handler(call)
-        except ApiError as raised:
-            error = raised
-        except asyncio.CancelledError:
-            if not exchange.shutdown:
-                exchange.client_gone()
-                await asyncio.shield(end_exchange(call))
-                raise
-            # The process's shutdown deadline: end the response properly.
-            error = shutting_down()
-            exchange.cut_by_shutdown()
-        except Exception as exc:  # a bug or an outage: never a traceback out
-            error = failure(exchange.request_id, exc)
-            detail = f"{type(exc).__name__}: {exc}"
-        await end_exchange(call, error=error, reply=reply, detail=detail)
+        await end_served(call, handler)
     except asyncio.CancelledError:
         if listener.done() and not listener.cancelled() and listener.result():
             task.uncancel()  # our own cancellation, for a client gone

@@ -11,9 +11,14 @@ is written just before its JSON body or terminal event goes out.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+
 import orjson
 
 from responses_api.gateway.call import Call, Output, Reply
+from responses_api.gateway.draining import shutting_down
+from responses_api.gateway.failures import failure
 from responses_api.protocol.errors import ApiError
 
 # The `error.code` a stream's `response.failed` may carry (README, "Responses API compatibility").
@@ -100,3 +105,30 @@ def _budget_notice(call: Call, output: Output) -> None:
         call.exchange.notice(
             "thinking_budget_reached", f"Thinking stopped at the budget of {budget} tokens."
         )
+
+
+async def end_served(call: Call, handler: Callable[[Call], Awaitable[Reply | None]]) -> None:
+    """Run ``handler`` and end the exchange, whatever it did: an ``ApiError``
+    is the answer; a cancellation is the client gone (its ending shielded,
+    the cancellation going on) or the shutdown deadline (a 503); anything
+    else a bug (500) or an outage (503), never a traceback out."""
+    exchange = call.exchange
+    error: ApiError | None = None
+    reply: Reply | None = None
+    detail = ""
+    try:
+        reply = await handler(call)
+    except ApiError as raised:
+        error = raised
+    except asyncio.CancelledError:
+        if not exchange.shutdown:
+            exchange.client_gone()
+            await asyncio.shield(end_exchange(call))
+            raise
+        # The process's shutdown deadline: end the response properly.
+        error = shutting_down()
+        exchange.cut_by_shutdown()
+    except Exception as exc:
+        error = failure(exchange.request_id, exc)
+        detail = f"{type(exc).__name__}: {exc}"
+    await end_exchange(call, error=error, reply=reply, detail=detail)

@@ -36,9 +36,9 @@ from responses_api.access.auth import authenticate, cached_caller, key_from_head
 from responses_api.gateway.call import Call
 from responses_api.gateway.consumers import Receive, Send
 from responses_api.gateway.draining import drain, shutting_down
-from responses_api.gateway.ending import end_exchange
+from responses_api.gateway.ending import end_exchange, end_served
 from responses_api.gateway.exchange import Client, Exchange, new_request_id
-from responses_api.gateway.failures import failure, server_error
+from responses_api.gateway.failures import server_error
 from responses_api.gateway.relay import MAX_DEPTH, create_response
 from responses_api.gateway.websocket_chain import LocalChain
 from responses_api.gateway.websocket_frames import (
@@ -335,26 +335,11 @@ class Connection:
                 await exchange.give_back_held()
 
     async def _answer(self, call: Call, frame: Frame) -> None:
-        exchange = call.exchange
-        error: ApiError | None = frame.error
-        detail = ""
-        if error is None:
-            call.body, call.generate = frame.body, frame.generate
-            try:
-                await create_response(call)
-            except ApiError as raised:
-                error = raised
-            except asyncio.CancelledError:
-                if not exchange.shutdown:
-                    exchange.client_gone()
-                    await asyncio.shield(end_exchange(call))
-                    raise
-                error = shutting_down()
-                exchange.cut_by_shutdown()
-            except Exception as exc:  # a bug or an outage: never a traceback out
-                error = failure(exchange.request_id, exc)
-                detail = f"{type(exc).__name__}: {exc}"
-        await end_exchange(call, error=error, detail=detail)
+        if frame.error is not None:
+            await end_exchange(call, error=frame.error)
+            return
+        call.body, call.generate = frame.body, frame.generate
+        await end_served(call, create_response)
 
 
 async def _salvage(call: Call, exc: Exception) -> None:

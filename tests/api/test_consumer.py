@@ -288,16 +288,16 @@ def test_a_bug_in_the_ending_still_ends_the_request_with_its_row(tenant, rows, m
     """Whatever raises in the ending (a bug), the request ends: an error if
     nothing was sent, an ``error`` event closing a started stream, and one
     row saying 500; nothing reaches the server."""
-    from responses_api.gateway import consumers
+    from responses_api.gateway import ending
 
-    real = consumers.end_exchange
+    real = ending.end_exchange
 
     async def broken_ending(call, **kwargs):
         if kwargs.get("error") is None and kwargs.get("reply") is None:
             raise TypeError("sequence item 1: expected str instance, int found")
         await real(call, **kwargs)
 
-    monkeypatch.setattr(consumers, "end_exchange", broken_ending)
+    monkeypatch.setattr(ending, "end_exchange", broken_ending)
 
     async def main() -> Client:
         client = Client(scope(tenant.key))
