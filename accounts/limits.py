@@ -13,9 +13,12 @@ from accounts.validation import whole_field
 SPEND_FIELDS = ("monthly_budget", "monthly_tokens", "budget_warning_percent")
 
 # A monthly budget's bounds: the column holds 16 digits, 6 after the point.
+BUDGET_DIGITS = 16
 BUDGET_PLACES = 6
-BUDGET_MAX = Decimal(10) ** (16 - BUDGET_PLACES)
+BUDGET_MIN = Decimal(1).scaleb(-BUDGET_PLACES)
+BUDGET_MAX = Decimal(10) ** (BUDGET_DIGITS - BUDGET_PLACES)
 TOKENS_MAX = 2**63 - 1
+WARNING_PERCENT_MAX = 100
 
 
 def budget_clean(value: object, *, field: str) -> Decimal | None:
@@ -31,7 +34,7 @@ def budget_clean(value: object, *, field: str) -> Decimal | None:
         raise ValidationError({field: "An amount, e.g. 25.00."}) from None
     if not amount.is_finite() or amount <= 0 or amount >= BUDGET_MAX:
         raise ValidationError({field: f"An amount above 0 and below {BUDGET_MAX}."})
-    if amount != amount.quantize(Decimal(1).scaleb(-BUDGET_PLACES)):
+    if amount != amount.quantize(BUDGET_MIN):
         raise ValidationError({field: f"At most {BUDGET_PLACES} digits after the point."})
     return amount
 
@@ -47,7 +50,7 @@ def spend_limit_clean(field: str, value: object) -> object:
     if field == "monthly_budget":
         return budget_clean(value, field=field)
     if field == "budget_warning_percent":
-        return _whole(value, field=field, low=1, high=100)
+        return _whole(value, field=field, low=1, high=WARNING_PERCENT_MAX)
     if value is None:
         return None
     return _whole(value, field=field, low=1, high=TOKENS_MAX)

@@ -18,7 +18,9 @@ urlpatterns = [
     # not imported: Django imports it on its first request (or the first
     # ``reverse()``), so that a web process serving only inference does not
     # carry DRF and drf-spectacular (20 MB of its memory).
-    path("api/v1/admin/", ("admin_api.urls", "admin_api", "admin_api")),
+    path(
+        routes.DJANGO_PREFIX.removeprefix("/") + "/", ("admin_api.urls", "admin_api", "admin_api")
+    ),
     # While passwords are off, the admin's sign-in is the console's.
     path("admin/login/", signin.admin_login),
     path("admin/", admin.site.urls),

@@ -19,6 +19,7 @@ from admin_api.serializers.base import (
     StrictSerializer,
 )
 from responses_api.models import REASONING_LEVELS, Backend
+from responses_api.protocol.body import TEMPERATURE_MAX, TOP_P_MAX
 
 
 class BackendHealthSerializer(serializers.Serializer):
@@ -124,8 +125,10 @@ class ModelSerializer(StrictSerializer):
     context_window = _count()
     max_output_tokens = _count()
     default_max_output_tokens = _count()
-    temperature = StrictFloatField(min_value=0, max_value=2, allow_null=True, required=False)
-    top_p = StrictFloatField(min_value=0, max_value=1, allow_null=True, required=False)
+    temperature = StrictFloatField(
+        min_value=0, max_value=TEMPERATURE_MAX, allow_null=True, required=False
+    )
+    top_p = StrictFloatField(min_value=0, max_value=TOP_P_MAX, allow_null=True, required=False)
     supports_reasoning = StrictBooleanField(required=False)
     reasoning_levels = serializers.ListField(
         child=StrictChoiceField(choices=REASONING_LEVELS), required=False

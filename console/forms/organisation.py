@@ -3,12 +3,19 @@ members and invitations, and its settings."""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from django import forms
 from django.contrib.auth import password_validation
 
+from accounts.limits import (
+    BUDGET_DIGITS,
+    BUDGET_MAX,
+    BUDGET_MIN,
+    BUDGET_PLACES,
+    TOKENS_MAX,
+    WARNING_PERCENT_MAX,
+)
 from accounts.models import AdminApiKey, Membership, Organisation
 from accounts.services.organisations import SETTINGS_FIELDS
 from console.forms.common import DateTimeLocalInput, ServiceForm, at_least_one, set_choices
@@ -24,16 +31,21 @@ def _budget(help_text: str) -> forms.DecimalField:
     return forms.DecimalField(
         label="Monthly budget",
         required=False,
-        min_value=Decimal("0.000001"),
-        max_digits=16,
-        decimal_places=6,
+        min_value=BUDGET_MIN,
+        max_value=BUDGET_MAX - BUDGET_MIN,
+        max_digits=BUDGET_DIGITS,
+        decimal_places=BUDGET_PLACES,
         help_text=help_text,
     )
 
 
 def _tokens(help_text: str) -> forms.IntegerField:
     return forms.IntegerField(
-        label="Monthly tokens", required=False, min_value=1, help_text=help_text
+        label="Monthly tokens",
+        required=False,
+        min_value=1,
+        max_value=TOKENS_MAX,
+        help_text=help_text,
     )
 
 
@@ -165,7 +177,7 @@ class OrganisationSettingsForm(ServiceForm):
             "budget_warning_percent",
         )
         warning = self.fields["budget_warning_percent"]
-        warning.widget.attrs["max"] = 100
+        warning.widget.attrs["max"] = WARNING_PERCENT_MAX
         warning.required = False  # left empty: unchanged
 
     def service_data(self) -> dict[str, Any]:

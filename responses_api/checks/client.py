@@ -11,8 +11,11 @@ from typing import Any
 
 import orjson
 
+from responses_api.gateway.routes import PREFIXES, RESPONSES
 from responses_api.models import Backend, ServedModel
 
+# The checks go through the route a client calls.
+PATH = PREFIXES[-1] + RESPONSES
 REQUEST_TIMEOUT = 60.0
 RAW_LIMIT = 2000
 
@@ -110,8 +113,8 @@ class Client:
             "http_version": "1.1",
             "method": "POST",
             "scheme": "http",
-            "path": "/v1/responses",
-            "raw_path": b"/v1/responses",
+            "path": PATH,
+            "raw_path": PATH.encode(),
             "query_string": b"",
             "headers": headers,
             "client": ("127.0.0.1", 0),

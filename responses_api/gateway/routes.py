@@ -136,9 +136,12 @@ WEBSOCKET_MODE: Mapping[str, Any] = {
     "serverFrames": {"$ref": "#/components/schemas/StreamEvent"},
 }
 
+# The path of the create-response route: HTTP and WebSocket alike.
+RESPONSES = "/responses"
+
 ROUTES: tuple[Route, ...] = (
     Route(
-        "/responses",
+        RESPONSES,
         {
             "POST": Operation(
                 create,

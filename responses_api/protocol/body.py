@@ -124,6 +124,12 @@ def metadata_checked(value: dict[str, str] | None) -> dict[str, str] | None:
     return value
 
 
+# The sampling ranges of Chat Completions; a model's recommended values
+# (the catalogue) are held to the same ones.
+TEMPERATURE_MAX = 2
+TOP_P_MAX = 1
+
+
 class CreateResponse(BaseModel):
     # Strict, as every setting is: an unknown top-level field is refused.
     model_config = ConfigDict(extra="forbid")
@@ -133,8 +139,8 @@ class CreateResponse(BaseModel):
     instructions: StrictStr | None = None
     stream: StrictBool | None = None
     max_output_tokens: StrictInt | None = Field(default=None, ge=1, le=MAX_INT)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
+    temperature: float | None = Field(default=None, ge=0, le=TEMPERATURE_MAX)
+    top_p: float | None = Field(default=None, gt=0, le=TOP_P_MAX)
     tools: Tools | None = None
     tool_choice: (
         Literal["auto", "none", "required"] | FunctionChoice | AllowedToolsChoice | HostedChoice

@@ -32,6 +32,7 @@ from responses_api.models import (
     Deployment,
     ServedModel,
 )
+from responses_api.protocol.body import TEMPERATURE_MAX, TOP_P_MAX
 
 MODEL_FIELDS = (
     "public_id",
@@ -113,11 +114,11 @@ def _model_numbers(values: dict[str, Any], errors: FieldErrors) -> None:
         )
     temperature, top_p = values["temperature"], values["top_p"]
     if temperature is not None and not (
-        isinstance(temperature, int | float) and 0 <= temperature <= 2
+        isinstance(temperature, int | float) and 0 <= temperature <= TEMPERATURE_MAX
     ):
-        errors.add("temperature", "Between 0 and 2.")
-    if top_p is not None and not (isinstance(top_p, int | float) and 0 < top_p <= 1):
-        errors.add("top_p", "Greater than 0 and at most 1.")
+        errors.add("temperature", f"Between 0 and {TEMPERATURE_MAX}.")
+    if top_p is not None and not (isinstance(top_p, int | float) and 0 < top_p <= TOP_P_MAX):
+        errors.add("top_p", f"Greater than 0 and at most {TOP_P_MAX}.")
     window, cap = values["context_window"], values["max_output_tokens"]
     default = values["default_max_output_tokens"]
     if not any(name in errors for name in TOKEN_FIELDS):
