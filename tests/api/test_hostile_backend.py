@@ -210,3 +210,24 @@ def test_impossible_usage_is_corrected_before_it_is_billed(client, acme, stream)
     )
     later = _rows_settle(acme.organisation, 2)
     assert [r.notices for r in later][1] == []
+
+
+def test_impossible_usage_is_corrected_on_a_websocket_turn(client, acme):
+    """A WebSocket turn takes the same way: the turn's usage, its row and
+    the notice are the corrected figures."""
+    from tests.api.test_websocket import BETA, until_done
+
+    with client.responses.connect(extra_headers=BETA) as connection:
+        connection.response.create(model="sim-model", input="hostile:usage-impossible")
+        last = until_done(connection)[-1]
+    assert last.type == "response.completed", last
+    usage = last.response.usage
+    assert (usage.input_tokens, usage.input_tokens_details.cached_tokens) == (10, 10)
+    assert (usage.output_tokens, usage.output_tokens_details.reasoning_tokens) == (4, 4)
+    assert usage.total_tokens == 14
+    notices = last.response.model_extra["switchyard"]["notices"]
+    assert [n["code"] for n in notices].count("backend_usage_corrected") == 1
+    row = _rows_settle(acme.organisation, 1)[0]
+    counts = (row.input_tokens, row.cached_tokens, row.output_tokens, row.reasoning_tokens)
+    assert counts == (10, 10, 4, 4)
+    assert "backend_usage_corrected" in row.notices
