@@ -47,6 +47,23 @@ STREAMS: dict[str, list[bytes]] = {
     "usage-negative": [HELLO, STOP, _usage({"prompt_tokens": -5, "completion_tokens": 2}), DONE],
     "usage-huge": [HELLO, STOP, _usage({"prompt_tokens": 2**40, "completion_tokens": 1}), DONE],
     "usage-list": [HELLO, STOP, b'data: {"choices": [], "usage": [1, 2]}\n\n', DONE],
+    # Counts each within bounds, together impossible: billed as they stand,
+    # 10⁸ cached input tokens would cost far more than the answer.
+    "usage-impossible": [
+        HELLO,
+        WORLD,
+        STOP,
+        _usage(
+            {
+                "prompt_tokens": 10,
+                "completion_tokens": 4,
+                "total_tokens": 123456789,
+                "prompt_tokens_details": {"cached_tokens": 100_000_000},
+                "completion_tokens_details": {"reasoning_tokens": 50},
+            }
+        ),
+        DONE,
+    ],
     "choices-string": [b'data: {"choices": "abc"}\n\n', DONE],
     "arguments-object": [
         _chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "f"}}]}),

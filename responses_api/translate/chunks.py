@@ -72,6 +72,9 @@ class ChunkUsage(TypedDict, total=False):
     cached_tokens: Count | None
     prompt_tokens_details: PromptDetails | None
     completion_tokens_details: CompletionDetails | None
+    # Never a count here (the total is the parts' sum): kept, whatever it
+    # is, only so that a total disagreeing with its parts can be said.
+    total_tokens: Any
 
 
 class Chunk(TypedDict, total=False):

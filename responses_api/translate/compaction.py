@@ -373,11 +373,4 @@ class AheadTranslator(StreamTranslator):
         ]
 
     def final_usage(self) -> Usage:
-        own, ahead = super().final_usage(), self.ahead
-        return Usage(
-            own.input_tokens + ahead.input_tokens,
-            own.cached_tokens + ahead.cached_tokens,
-            own.output_tokens + ahead.output_tokens,
-            own.reasoning_tokens + ahead.reasoning_tokens,
-            reported=own.reported,
-        )
+        return super().final_usage().plus(self.ahead)

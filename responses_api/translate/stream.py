@@ -329,17 +329,19 @@ class StreamTranslator:
     def notices(self) -> list[tuple[str, str]]:
         """What the client should know of the answer as translated (``code``,
         ``message``), for ``switchyard.notices``."""
-        if not self.dropped_calls:
-            return []
-        dropped = len(self.dropped_calls)
-        return [
-            (
-                "tool_calls_dropped",
-                f"max_tool_calls is {self.max_tool_calls}: the model made {dropped} more "
-                f"tool call{'s' if dropped > 1 else ''}, which {'were' if dropped > 1 else 'was'} "
-                "dropped.",
+        notices = self.final_usage().notice()
+        if self.dropped_calls:
+            dropped = len(self.dropped_calls)
+            plural = dropped > 1
+            notices.append(
+                (
+                    "tool_calls_dropped",
+                    f"max_tool_calls is {self.max_tool_calls}: the model made {dropped} more "
+                    f"tool call{'s' if plural else ''}, which {'were' if plural else 'was'} "
+                    "dropped.",
+                )
             )
-        ]
+        return notices
 
     # --- the response object -----------------------------------------------------
 

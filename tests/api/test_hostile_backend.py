@@ -6,7 +6,9 @@ chunk at all end the request as the backend's fault — a 502
 ``backend_error`` naming the backend before anything was sent, or
 ``response.failed`` after — with one usage row each, and the process goes
 on serving at once. A backend that never sends a token to a non-streamed
-request is a 504 after the model's first-token timeout.
+request is a 504 after the model's first-token timeout. Usage counts that
+are each a count but together impossible are corrected before they are
+billed.
 """
 
 from __future__ import annotations
@@ -145,3 +147,87 @@ def test_an_error_inside_the_stream_is_not_echoed(client, acme, stream):
     assert message == "Backend 'hostile' reported an error mid-stream."
     row = _rows_settle(acme.organisation, 1)[0]
     assert row.status == 502 and "s3cr3t" in row.error_message
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_impossible_usage_is_corrected_before_it_is_billed(client, acme, stream):
+    """A backend claiming 10⁸ cached tokens of a 10-token prompt, 50
+    reasoning tokens of 4 output tokens and a total of its own is billed
+    for what is possible: cached within the input, reasoning within the
+    output, the total their sum. The row notes the correction, and the
+    organisation's budget is charged the corrected cost only."""
+    from decimal import Decimal
+
+    from accounts.audit import CLI
+    from accounts.services.organisations import organisation_settings_update
+    from responses_api.catalogue.services.served_models import model_ensure
+    from responses_api.usage.monthly import month_spent
+    from tests.routing.test_spend_limits import forget_counters
+
+    # Set before any request of this organisation: the server loads them fresh.
+    # 0.5 per million cached input tokens (10⁸ of them would be 50.00) and
+    # 0.25 per output token: the corrected answer costs 1.000005.
+    model_ensure(
+        organisation=acme.organisation,
+        public_id="sim-model",
+        backend=acme.backend,
+        price_input=Decimal(0),
+        price_cached_input=Decimal("0.5"),
+        price_output=Decimal(250_000),
+    )
+    organisation_settings_update(
+        organisation=acme.organisation, actor=CLI, data={"monthly_budget": Decimal("2.00")}
+    )
+    forget_counters(acme.organisation)
+    if stream:
+        with client.responses.stream(model="sim-model", input="hostile:usage-impossible") as events:
+            answer = list(events)[-1].response
+    else:
+        answer = client.responses.create(model="sim-model", input="hostile:usage-impossible")
+    assert answer.status == "completed" and answer.output_text == "Hello world"
+    usage = answer.usage
+    assert (usage.input_tokens, usage.input_tokens_details.cached_tokens) == (10, 10)
+    assert (usage.output_tokens, usage.output_tokens_details.reasoning_tokens) == (4, 4)
+    assert usage.total_tokens == 14
+    extras = answer.model_extra["switchyard"]
+    assert extras["cost"] == pytest.approx(1.000005)
+    corrected = [n for n in extras["notices"] if n["code"] == "backend_usage_corrected"]
+    assert len(corrected) == 1 and "100000000 cached of 10 input" in corrected[0]["message"]
+
+    row = _rows_settle(acme.organisation, 1)[0]
+    assert row.status == 200 and row.stream is stream
+    counts = (row.input_tokens, row.cached_tokens, row.output_tokens, row.reasoning_tokens)
+    assert counts == (10, 10, 4, 4)
+    assert row.cost == Decimal("1.000005")
+    assert "backend_usage_corrected" in row.notices
+    assert month_spent(acme.organisation.pk) == (Decimal("1.000005"), 14)
+    # The budget counter was charged the same: under the 2.00 budget, the
+    # organisation is still served (charged 50.00, it would be refused).
+    follow = client.responses.create(model="sim-model", input="hello")
+    assert follow.output_text == "Hello world"
+    assert not any(
+        n["code"] == "backend_usage_corrected" for n in follow.model_extra["switchyard"]["notices"]
+    )
+    later = _rows_settle(acme.organisation, 2)
+    assert [r.notices for r in later][1] == []
+
+
+def test_impossible_usage_is_corrected_on_a_websocket_turn(client, acme):
+    """A WebSocket turn takes the same way: the turn's usage, its row and
+    the notice are the corrected figures."""
+    from tests.api.test_websocket import BETA, until_done
+
+    with client.responses.connect(extra_headers=BETA) as connection:
+        connection.response.create(model="sim-model", input="hostile:usage-impossible")
+        last = until_done(connection)[-1]
+    assert last.type == "response.completed", last
+    usage = last.response.usage
+    assert (usage.input_tokens, usage.input_tokens_details.cached_tokens) == (10, 10)
+    assert (usage.output_tokens, usage.output_tokens_details.reasoning_tokens) == (4, 4)
+    assert usage.total_tokens == 14
+    notices = last.response.model_extra["switchyard"]["notices"]
+    assert [n["code"] for n in notices].count("backend_usage_corrected") == 1
+    row = _rows_settle(acme.organisation, 1)[0]
+    counts = (row.input_tokens, row.cached_tokens, row.output_tokens, row.reasoning_tokens)
+    assert counts == (10, 10, 4, 4)
+    assert "backend_usage_corrected" in row.notices
