@@ -5,7 +5,12 @@ patch names the versions of the distributions it was written for (the pins
 in pyproject.toml) and checks the attributes it relies on; when a version or
 an attribute differs, that patch is not applied, the server keeps the stock
 behaviour, and one warning (logger ``switchyard.server``) names every patch
-left out and why. After an upgrade, re-measure (bench/README.md, section 28)
+left out and why. In production (``SWITCHYARD_PRODUCTION``) a patch that
+bounds what a client can make the process hold (``protects``) is never left
+out so quietly: the process refuses to start, naming the patch, the versions
+it was written for and the value of ``SWITCHYARD_SERVER_PATCHES`` that drops
+it (for a deployment whose reverse proxy enforces the same limits:
+platform/nginx/). After an upgrade, re-measure (bench/README.md, section 28)
 and bump the versions here, or delete the patch.
 
 ``SWITCHYARD_SERVER_PATCHES`` selects them: unset or ``all`` for every patch,
