@@ -161,7 +161,7 @@ def test_a_patch_that_only_saves_work_is_left_out_with_a_warning_in_production()
     [
         (None, DROPPED),
         ("all", DROPPED),
-        ("-eager_writes", "-backpressure,-daphne_factory,-eager_writes,-header_timeout,-websocket_writes"),
+        ("-eager_writes", DROPPED.replace(",-header", ",-eager_writes,-header")),
         ("header_timeout,http_module", "http_module"),
         ("header_timeout", "none"),
     ],
