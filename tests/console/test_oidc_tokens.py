@@ -25,7 +25,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from django.test import Client
 
-from config.logging import TextFormatter
+from config.logging import JsonFormatter, TextFormatter
 from config.settings import secret
 from config.settings_sso import sign_in_backends, sso_config
 from tests.console.oidc_provider import CLIENT_ID, CLIENT_SECRET
@@ -198,8 +198,9 @@ def test_a_bad_id_token_is_a_400_and_one_line_without_a_traceback(configured, ma
     assert record.levelno == logging.WARNING
     assert record.getMessage().startswith("Single sign-on callback refused: ")
     assert record.exc_info is None
-    line = TextFormatter().format(record)
-    assert "\n" not in line and "Traceback" not in line
-    for made in tokens:
-        for part in made.split("."):
-            assert len(part) < 8 or part not in line
+    for formatter in (JsonFormatter(), TextFormatter()):
+        line = formatter.format(record)
+        assert "\n" not in line and "Traceback" not in line
+        for made in tokens:
+            for part in made.split("."):
+                assert len(part) < 8 or part not in line
