@@ -62,6 +62,15 @@ class IdentityRefused(PermissionDenied):
     message says why, for the person who tried."""
 
 
+class IdTokenRefused(SuspiciousOperation):
+    """The ID token the provider returned cannot sign anyone in: expired, not
+    yet valid, signed by another key, for another client, or not a token."""
+
+
+# OpenID Connect Core 1.0, 2: an ID token without these is not one.
+REQUIRED_CLAIMS = ("iss", "sub", "aud", "exp", "iat")
+
+
 class ProviderUnavailable(requests.RequestException):
     """The issuer's discovery document could not be read, or was not one."""
 
@@ -236,18 +245,27 @@ class OidcBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
         return jwt.PyJWK(keys[0], algorithm=self.OIDC_RP_SIGN_ALGO)
 
     def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:
-        """The library checks the signature and the nonce; an ID token must
-        also come from the issuer, for this client (OpenID Connect Core
-        1.0, 3.1.3.7)."""
-        payload: dict[str, Any] = super().verify_token(token, **kwargs)
+        """The library checks the signature and the nonce, PyJWT the times;
+        an ID token must also carry the claims every ID token has and come
+        from the issuer, for this client (OpenID Connect Core 1.0, 3.1.3.7).
+        Every failure is :class:`IdTokenRefused`, which the callback answers
+        with a 400."""
+        try:
+            payload: dict[str, Any] = super().verify_token(token, **kwargs)
+        except jwt.PyJWTError as exc:
+            # PyJWT's messages name the check that failed, never the token.
+            raise IdTokenRefused(f"The ID token is not valid: {exc}") from None
         config = sso_config()
         if "nonce" in kwargs:
+            absent = [claim for claim in REQUIRED_CLAIMS if claim not in payload]
+            if absent:
+                raise IdTokenRefused(f"The ID token lacks the claims {', '.join(absent)}.")
             audience = payload.get("aud")
             audiences = audience if isinstance(audience, list) else [audience]
             if config.client_id not in audiences:
-                raise SuspiciousOperation("The ID token was issued to another client.")
+                raise IdTokenRefused("The ID token was issued to another client.")
             if config.issuer and payload.get("iss") != config.issuer:
-                raise SuspiciousOperation("The ID token comes from another issuer.")
+                raise IdTokenRefused("The ID token comes from another issuer.")
         return payload
 
     def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> User:

@@ -5,7 +5,12 @@ patch names the versions of the distributions it was written for (the pins
 in pyproject.toml) and checks the attributes it relies on; when a version or
 an attribute differs, that patch is not applied, the server keeps the stock
 behaviour, and one warning (logger ``switchyard.server``) names every patch
-left out and why. After an upgrade, re-measure (bench/README.md, section 28)
+left out and why. In production (``SWITCHYARD_PRODUCTION``) a patch that
+bounds what a client can make the process hold (``protects``) is never left
+out so quietly: the process refuses to start, naming the patch, the versions
+it was written for and the value of ``SWITCHYARD_SERVER_PATCHES`` that drops
+it (for a deployment whose reverse proxy enforces the same limits:
+platform/nginx/). After an upgrade, re-measure (bench/README.md, section 28)
 and bump the versions here, or delete the patch.
 
 ``SWITCHYARD_SERVER_PATCHES`` selects them: unset or ``all`` for every patch,
@@ -91,7 +96,7 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any
 
-from config.patch_support import Patch, logger, missing, unused_by
+from config.patch_support import Patch, Refused, logger, missing, refusal, unused_by
 from config.patches_bounds import (
     build_backpressure,
     build_header_timeout,
@@ -282,12 +287,16 @@ PATCHES = (
         {"Twisted": TWISTED, "daphne": DAPHNE},
         check_backpressure,
         build_backpressure,
+        "a client that stops reading holds a bounded buffer, and is cut off after "
+        "SWITCHYARD_CLIENT_STALL_SECONDS",
     ),
     Patch(
         "daphne_factory",
         {"Twisted": TWISTED, "daphne": DAPHNE},
         _check_daphne_factory,
         _build_daphne_factory,
+        "SWITCHYARD_MAX_BODY_BYTES and SWITCHYARD_BODY_TIMEOUT_SECONDS before a body "
+        "is held; reason phrases of 429 and 499",
     ),
     Patch("eager_writes", {"Twisted": TWISTED}, check_eager_writes, build_eager_writes),
     Patch(
@@ -295,6 +304,7 @@ PATCHES = (
         {"Twisted": TWISTED, "daphne": DAPHNE},
         check_header_timeout,
         build_header_timeout,
+        "SWITCHYARD_HEADER_TIMEOUT_SECONDS",
     ),
     Patch(
         "http_module",
@@ -307,6 +317,7 @@ PATCHES = (
         {"Twisted": TWISTED, "daphne": DAPHNE, "autobahn": AUTOBAHN},
         check_websocket_writes,
         build_websocket_writes,
+        "a WebSocket client that stops reading is held as an HTTP one is",
     ),
 )
 NAMES = tuple(p.name for p in PATCHES)
@@ -331,17 +342,34 @@ def selected(spec: str | None) -> list[str]:
     return [n for n in NAMES if (n not in removed if removed else n in items)]
 
 
-def apply(spec: str | None) -> list[str]:
+def without(spec: str | None, names: list[str]) -> str:
+    """The value of ``SWITCHYARD_SERVER_PATCHES`` that selects what ``spec``
+    does less ``names``."""
+    kept = [n for n in selected(spec) if n not in names]
+    if not kept:
+        return "none"
+    if spec and spec.strip() not in ("all", "") and not spec.strip().startswith("-"):
+        return ",".join(kept)
+    return ",".join(f"-{n}" for n in NAMES if n not in kept)
+
+
+def apply(spec: str | None, *, production: bool = False) -> list[str]:
     """Apply the patches ``spec`` selects whose internals are there.
 
     Returns the names of those applied; the others are named in one warning.
+    In production, a selected patch that protects and cannot be applied
+    raises :class:`Refused` before any is applied: its bound would be gone
+    with nothing but a warning to say so.
     """
     wanted = selected(spec)
+    # Every check runs before any patch is built: none reads what another replaces.
+    found = [(p, p.problems()) for p in PATCHES if p.name in wanted]
+    blocked = [(p, problems) for p, problems in found if problems and p.protects]
+    if production and blocked:
+        names = [p.name for p, _ in blocked]
+        raise Refused(refusal(ENV, blocked, without(spec, names)))
     applied, left_out = [], []
-    for patch in PATCHES:
-        if patch.name not in wanted:
-            continue
-        problems = patch.problems()
+    for patch, problems in found:
         if problems:
             left_out.append(f"{patch.name} ({'; '.join(problems)})")
             continue

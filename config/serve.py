@@ -30,6 +30,9 @@ measured by the benchmark (bench/README.md):
   ``header_timeout`` (a request head not complete within
   ``SWITCHYARD_HEADER_TIMEOUT_SECONDS`` closes its connection).
   ``SWITCHYARD_SERVER_PATCHES=none`` serves with stock daphne and Twisted.
+  In production (``SWITCHYARD_PRODUCTION``) a patch that bounds what a
+  client can hold and cannot be applied stops the start, unless that
+  variable drops it: only a warning would say its bound is gone.
 - WebSockets (WebSocket mode of ``/v1/responses``): permessage-deflate is
   accepted when a client offers it (autobahn's ``setProtocolOptions``; daphne
   leaves it off), a frame may be as large as a request body
@@ -100,11 +103,14 @@ def main(argv: list[str] | None = None) -> None:
         def run(self) -> None:
             # Here daphne has configured logging and imported the
             # application, so a patch's warning reaches the process's log.
-            patches.apply(spec)
+            from django.conf import settings
+
+            try:
+                patches.apply(spec, production=settings.PRODUCTION)
+            except patches.Refused as refused:
+                raise SystemExit(str(refused)) from None
             if not sized:
                 # A response.create frame is a request body: the same cap.
-                from django.conf import settings
-
                 cap = settings.SWITCHYARD_MAX_BODY_BYTES
                 self.websocket_max_message_size = self.websocket_max_frame_size = cap
             super().run()

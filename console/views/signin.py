@@ -17,6 +17,7 @@ import requests
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.views import LoginView, LogoutView, PasswordChangeView
+from django.core.exceptions import SuspiciousOperation
 from django.http import (
     Http404,
     HttpRequest,
@@ -25,6 +26,7 @@ from django.http import (
 )
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
+from django.utils.log import log_response
 from mozilla_django_oidc.views import (  # type: ignore[import-untyped]
     OIDCAuthenticationCallbackView,
     OIDCAuthenticationRequestView,
@@ -100,6 +102,21 @@ class SsoStartView(_ProviderView, OIDCAuthenticationRequestView):  # type: ignor
 class SsoCallbackView(_ProviderView, OIDCAuthenticationCallbackView):  # type: ignore[misc]
     """Where the identity provider sends the browser back: signs the person
     in, or shows why not."""
+
+    def get(self, request: HttpRequest) -> HttpResponseBase:
+        # A callback whose state or ID token does not check out (an expired
+        # or forged token, a replayed link) is the browser's bad request:
+        # a page and one warning line that says why, not Django's error
+        # log with a traceback (its handling of SuspiciousOperation).
+        try:
+            return super().get(request)
+        except SuspiciousOperation as refused:
+            reason = "The sign-in could not be completed. Start again from the sign-in page."
+            response = sso_refused(request, reason, status=400)
+            log_response(
+                "Single sign-on callback refused: %s", refused, response=response, request=request
+            )
+            return response
 
     def login_failure(self) -> HttpResponse:
         request: HttpRequest = self.request

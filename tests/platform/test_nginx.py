@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -18,7 +19,15 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import ROOT, Proc, _log_path, free_port, start_daphne, wait_http
+from tests.conftest import (
+    ROOT,
+    Proc,
+    _log_path,
+    free_port,
+    server_env,
+    start_daphne,
+    wait_http,
+)
 
 sys.path.insert(0, str(ROOT / "bench"))
 import nginx  # noqa: E402
@@ -28,12 +37,22 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def behind_nginx(tmp_path):
+    yield from _behind_nginx(tmp_path)
+
+
+@pytest.fixture
+def behind_nginx_stock(tmp_path):
+    """The same, with stock daphne (its protecting patches dropped)."""
+    yield from _behind_nginx(tmp_path, server_env(SWITCHYARD_SERVER_PATCHES="none"))
+
+
+def _behind_nginx(tmp_path, env=None):
     if nginx.binary() is None:
         message = "nginx is not installed (apt-get install nginx)"
         if __import__("os").environ.get("CI", "").lower() in {"1", "true", "yes"}:
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-    web = [start_daphne(), start_daphne()]
+    web = [start_daphne(env), start_daphne(env)]
     listen = free_port()
     conf = tmp_path / "nginx.conf"
     conf.write_text(nginx.config(listen=listen, upstreams=[w.port for w in web], prefix=tmp_path))
@@ -100,6 +119,25 @@ def test_an_oversized_body_gets_the_api_envelope(behind_nginx):
     )
     assert answer.status_code == 413
     assert json.loads(answer.text)["error"]["code"] == "request_too_large"
+
+
+def test_with_stock_daphne_a_large_body_is_refused_before_it_is_read(behind_nginx_stock):
+    """Stock daphne would read all 100 MB before any cap: nginx refuses the
+    body from its Content-Length, with the API's envelope, when 64 KiB of it
+    have been sent (nginx passes a body on only once it has all of it)."""
+    url, _ = behind_nginx_stock
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+        client.sendall(
+            b"POST /v1/responses HTTP/1.1\r\nHost: localhost\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (100 * 1024 * 1024)
+        )
+        client.sendall(b"x" * 65536)
+        answer = b""
+        while b"request_too_large" not in answer and (chunk := client.recv(65536)):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
+    assert b'"code": "request_too_large"' in answer
 
 
 # --------------------------------------------------------------------------- several hosts
