@@ -246,10 +246,11 @@ def drain_redis(
     return handled
 
 
-def redis_client():
-    from responses_api.runtime.redis_conn import sync_client
+def redis_client(block_ms: int = 0):
+    """A client for :func:`drain_redis`, whose reads wait up to ``block_ms``."""
+    from responses_api.runtime.redis_conn import sync_client, timeouts
 
-    return sync_client()
+    return sync_client(**timeouts(block_ms / 1000))
 
 
 class UsageSink:
