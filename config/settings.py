@@ -341,6 +341,7 @@ SWITCHYARD_READY_GRACE_SECONDS = env.float("SWITCHYARD_READY_GRACE_SECONDS", def
 # With Redis, web processes also write the usage rows they queue; false
 # leaves that to the Celery ``drain_usage`` task alone.
 SWITCHYARD_USAGE_DRAIN_IN_WEB = env.bool("SWITCHYARD_USAGE_DRAIN_IN_WEB", default=True)
+SWITCHYARD_USAGE_PENDING_MAX = env.int("SWITCHYARD_USAGE_PENDING_MAX", default=10_000)
 # OpenTelemetry traces of API requests (responses_api/runtime/telemetry.py):
 # on when an OTLP endpoint is given. The SDK reads its own OTEL_* variables.
 SWITCHYARD_TRACES = bool(

@@ -263,6 +263,14 @@ class UsageSink:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
 
+    def full(self) -> bool:
+        """Whether the rows held in memory, which neither Redis nor the
+        database took, reached ``SWITCHYARD_USAGE_PENDING_MAX``: new requests
+        are then refused before they are authenticated, so they make no row,
+        and memory holds at most that many rows plus those of the requests
+        already under way."""
+        return len(self.pending) >= settings.SWITCHYARD_USAGE_PENDING_MAX
+
     def _ensure_task(self) -> None:
         if settings.REDIS_URL and not settings.SWITCHYARD_USAGE_DRAIN_IN_WEB and not self.pending:
             return  # Celery's drain_usage writes the rows
