@@ -38,6 +38,12 @@ for about ``FLUSH_INTERVAL`` seconds before a batch insert, and are written at
 interpreter exit (and at SIGTERM, ``responses_api/gateway/draining.py``); a crash of
 the process loses at most that fraction of a second of rows. The same
 sanitising, row-by-row retry and dead letters apply.
+
+Rows held in memory (the embedded default's, and with Redis those its
+stream could not take) are bounded: past ``SWITCHYARD_USAGE_PENDING_MAX`` of
+them the process refuses new requests before authenticating them
+(:meth:`UsageSink.full`), so no request is served whose row could not be
+kept, and none is dropped.
 """
 
 from __future__ import annotations
