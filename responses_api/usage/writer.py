@@ -39,11 +39,8 @@ interpreter exit (and at SIGTERM, ``responses_api/gateway/draining.py``); a cras
 the process loses at most that fraction of a second of rows. The same
 sanitising, row-by-row retry and dead letters apply.
 
-Rows held in memory (the embedded default's, and with Redis those its
-stream could not take) are bounded: past ``SWITCHYARD_USAGE_PENDING_MAX`` of
-them the process refuses new requests before authenticating them
-(:meth:`UsageSink.full`), so no request is served whose row could not be
-kept, and none is dropped.
+Past ``SWITCHYARD_USAGE_PENDING_MAX`` rows in memory, new requests are refused
+before they are authenticated, so they make none (:meth:`UsageSink.full`).
 """
 
 from __future__ import annotations
@@ -253,10 +250,7 @@ def drain_redis(
 
 
 def redis_client(block_ms: int = 0):
-    """A client for :func:`drain_redis`, whose reads wait up to ``block_ms``."""
-    from responses_api.runtime.redis_conn import sync_client, timeouts
-
-    return sync_client(**timeouts(block_ms / 1000))
+    return redis_conn.sync_client(**redis_conn.timeouts(block_ms / 1000))
 
 
 class UsageSink:
@@ -270,11 +264,7 @@ class UsageSink:
         self._wake: asyncio.Event | None = None
 
     def full(self) -> bool:
-        """Whether the rows held in memory, which neither Redis nor the
-        database took, reached ``SWITCHYARD_USAGE_PENDING_MAX``: new requests
-        are then refused before they are authenticated, so they make no row,
-        and memory holds at most that many rows plus those of the requests
-        already under way."""
+        """Whether the rows no store took reached ``SWITCHYARD_USAGE_PENDING_MAX``."""
         return len(self.pending) >= settings.SWITCHYARD_USAGE_PENDING_MAX
 
     def _ensure_task(self) -> None:
