@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.settings_checks import fernet_refusals, production_refusals
 from config.settings_sso import sign_in
-from config.settings_stores import beat_schedule, behind_pgbouncer, redis_config
+from config.settings_stores import beat_schedule, behind_pgbouncer, redis_config, redis_timeouts
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -176,8 +176,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = secret("REDIS_URL") or ""
-
-CACHES, CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = redis_config(REDIS_URL)
+SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS, SWITCHYARD_REDIS_TIMEOUT_SECONDS = redis_timeouts(env)
+CACHES, CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = redis_config(REDIS_URL, env)
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL or env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True
 # Two beats may run (one per machine, for failover): each entry is sent by
@@ -341,6 +341,7 @@ SWITCHYARD_READY_GRACE_SECONDS = env.float("SWITCHYARD_READY_GRACE_SECONDS", def
 # With Redis, web processes also write the usage rows they queue; false
 # leaves that to the Celery ``drain_usage`` task alone.
 SWITCHYARD_USAGE_DRAIN_IN_WEB = env.bool("SWITCHYARD_USAGE_DRAIN_IN_WEB", default=True)
+SWITCHYARD_USAGE_PENDING_MAX = env.int("SWITCHYARD_USAGE_PENDING_MAX", default=10_000)
 # OpenTelemetry traces of API requests (responses_api/runtime/telemetry.py):
 # on when an OTLP endpoint is given. The SDK reads its own OTEL_* variables.
 SWITCHYARD_TRACES = bool(

@@ -9,10 +9,23 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 
-def redis_config(url: str) -> tuple[dict[str, Any], str, dict[str, Any]]:
+def redis_timeouts(env: Any) -> tuple[float, float]:
+    """How long connecting to Redis, and waiting for any of its answers, may
+    take: ``SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS`` and
+    ``SWITCHYARD_REDIS_TIMEOUT_SECONDS``. A Redis that accepts connections and
+    never answers then fails the call, handled as an outage, instead of
+    holding it for ever."""
+    return (
+        env.float("SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS", default=2.0),
+        env.float("SWITCHYARD_REDIS_TIMEOUT_SECONDS", default=2.0),
+    )
+
+
+def redis_config(url: str, env: Any = None) -> tuple[dict[str, Any], str, dict[str, Any]]:
     """``CACHES``, Celery's broker URL and its transport options for
     ``REDIS_URL``: any of redis://, rediss://, unix:// and redis+sentinel://,
-    in the spelling each client expects (responses_api/runtime/redis_urls.py).
+    in the spelling each client expects (responses_api/runtime/redis_urls.py);
+    the cache's connections bounded by :func:`redis_timeouts` of ``env``.
     Without Redis, a process-local cache and an in-memory broker."""
     if not url:
         return (
@@ -26,11 +39,18 @@ def redis_config(url: str) -> tuple[dict[str, Any], str, dict[str, Any]]:
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": url,
-            "OPTIONS": cache_options(url),
+            "OPTIONS": {**cache_options(url), **_socket_timeouts(env)},
         }
     }
     broker, options = celery_broker(url)
     return caches, broker, options
+
+
+def _socket_timeouts(env: Any) -> dict[str, float]:
+    if env is None:
+        return {}
+    connect, read = redis_timeouts(env)
+    return {"socket_connect_timeout": connect, "socket_timeout": read}
 
 
 def behind_pgbouncer(database: dict[str, Any]) -> None:

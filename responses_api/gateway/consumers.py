@@ -31,12 +31,13 @@ from responses_api.gateway.draining import drain, shutting_down
 from responses_api.gateway.encoding import decode
 from responses_api.gateway.ending import end_exchange, end_served
 from responses_api.gateway.exchange import Client, Exchange, new_request_id
-from responses_api.gateway.failures import server_error
+from responses_api.gateway.failures import server_error, usage_backlog
 from responses_api.gateway.responder import Responder
 from responses_api.gateway.tracing import trace_begin, trace_end
 from responses_api.protocol.errors import ApiError, body_too_large, body_too_slow, invalid
 from responses_api.runtime import telemetry
 from responses_api.runtime.metrics import unauthenticated_observe
+from responses_api.usage.writer import sink
 
 log = logging.getLogger("switchyard.requests")
 
@@ -94,6 +95,9 @@ class ApiConsumer:
         if drain.draining:
             # Not admitted (so no usage row): the client retries elsewhere.
             await _refuse(call, shutting_down())
+            return
+        if sink.full():
+            await _refuse(call, usage_backlog())
             return
         key = key_from_headers(headers)
         try:

@@ -22,6 +22,19 @@ OUTAGES = (
 )
 
 
+def usage_backlog() -> ApiError:
+    """The error of a request refused, before it is authenticated (so it
+    makes no usage row), while this process holds as many unwritten rows as
+    it may: neither Redis nor the database takes them, and a request served
+    now would have its row held in memory without bound."""
+    return ApiError(
+        503,
+        "Usage cannot be recorded for the moment, so no request is served; retry the request.",
+        code="unavailable",
+        headers=[(b"retry-after", b"2")],
+    )
+
+
 def server_error() -> ApiError:
     return ApiError(
         500, "The server had an error while processing the request.", code="server_error"

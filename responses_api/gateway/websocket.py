@@ -38,7 +38,7 @@ from responses_api.gateway.consumers import Receive, Send
 from responses_api.gateway.draining import drain, shutting_down
 from responses_api.gateway.ending import end_exchange, end_served
 from responses_api.gateway.exchange import Client, Exchange, new_request_id
-from responses_api.gateway.failures import server_error
+from responses_api.gateway.failures import server_error, usage_backlog
 from responses_api.gateway.relay import MAX_DEPTH, create_response
 from responses_api.gateway.websocket_chain import LocalChain
 from responses_api.gateway.websocket_frames import (
@@ -50,6 +50,7 @@ from responses_api.gateway.websocket_frames import (
 )
 from responses_api.protocol.errors import ApiError, body_too_large, invalid, too_deep
 from responses_api.runtime.metrics import unauthenticated_observe
+from responses_api.usage.writer import sink
 
 log = logging.getLogger("switchyard.requests")
 
@@ -234,6 +235,8 @@ class Connection:
             return not_found(path)
         if drain.draining:
             return shutting_down()
+        if sink.full():
+            return usage_backlog()
         try:
             await self._caller()
         except ApiError as error:
@@ -319,6 +322,9 @@ class Connection:
             return
         if drain.draining:
             await self.refuse(shutting_down(), NORMAL)
+            return
+        if sink.full():  # refused before its row is made, as an HTTP request is
+            await self.refuse(usage_backlog(), refused(usage_backlog()))
             return
         task = asyncio.current_task()
         assert task is not None

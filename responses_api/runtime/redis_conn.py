@@ -4,6 +4,12 @@ Routing, rate limits and the usage queue share state across web processes
 through Redis. Async clients are bound to the event loop that made them, so
 there is one per loop (a process normally has one; tests may have several).
 Nothing connects at import time.
+
+Every connection and every answer is bounded in time
+(``SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS``, ``SWITCHYARD_REDIS_TIMEOUT_SECONDS``):
+a Redis that accepts connections and never answers fails the call with a
+``TimeoutError``, which requests answer as an outage (a 503) and the usage
+writer takes as Redis out of reach, as it does a refused connection.
 """
 
 from __future__ import annotations
@@ -11,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
+
+T = TypeVar("T")
 
 # Keyed by the loop itself (weakly): a closed loop's client goes with it.
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
@@ -35,9 +43,55 @@ def async_client() -> Any:
         # A blocking pool: a thousand streams ending together wait for a
         # connection instead of failing (the default pool raises "Too many
         # connections" past its limit, and the request would lose its row).
-        client = redis_urls.async_client(settings.REDIS_URL, max_connections=100, timeout=30)
+        client = redis_urls.async_client(
+            settings.REDIS_URL, max_connections=100, timeout=30, **timeouts()
+        )
         _clients[loop] = client
     return client
+
+
+def timeouts(block: float = 0.0) -> dict[str, float]:
+    """The clients' socket timeouts; a client whose commands wait on the
+    server up to ``block`` seconds (``XREADGROUP ... BLOCK``) reads that
+    much longer, or every quiet wait would end as a timeout."""
+    return {
+        "socket_connect_timeout": settings.SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS,
+        "socket_timeout": settings.SWITCHYARD_REDIS_TIMEOUT_SECONDS + block,
+    }
+
+
+_blocking: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+async def blocking(send: Callable[[Any], Awaitable[T]], block: float) -> T:
+    """A command that waits on the server up to ``block`` seconds
+    (``XREAD ... BLOCK``), sent by ``send`` on the client it is given.
+
+    Such a wait is longer than the read timeout of the loop's client, and
+    varies, so it goes through a client of its own with no read timeout,
+    bounded here at ``block`` plus that timeout; past it the connection is
+    dropped (redis-py closes a connection whose read is cancelled) and
+    Redis' ``TimeoutError`` raised, as for any other unanswered call."""
+    import redis.exceptions
+
+    from responses_api.runtime import redis_urls
+
+    loop = asyncio.get_running_loop()
+    client = _blocking.get(loop)
+    if client is None:
+        options = timeouts() | {"socket_timeout": None}
+        client = redis_urls.async_client(
+            settings.REDIS_URL, max_connections=100, timeout=30, **options
+        )
+        _blocking[loop] = client
+    bound = block + settings.SWITCHYARD_REDIS_TIMEOUT_SECONDS
+    try:
+        async with asyncio.timeout(bound) as scope:
+            return await send(client)
+    except TimeoutError as exc:
+        if scope.expired():
+            raise redis.exceptions.TimeoutError(f"no answer from Redis in {bound:g} s") from exc
+        raise
 
 
 _scripts: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
@@ -234,9 +288,11 @@ def released(releases: Sequence[Release]) -> None:
 
 
 def sync_client(**options: Any) -> Any:
+    """A ``redis.Redis`` with the socket timeouts of :func:`timeouts`, unless
+    ``options`` give their own."""
     from responses_api.runtime import redis_urls
 
-    return redis_urls.sync_client(settings.REDIS_URL, **options)
+    return redis_urls.sync_client(settings.REDIS_URL, **(timeouts() | options))
 
 
 class LeaseKeeper:

@@ -280,7 +280,10 @@ async def read(organisation_id: int, response_id: str, after: int, *, wait: floa
     stream = f"{_key(organisation_id, response_id)}:events"
     entries = await client.xrange(stream, f"0-{after + 2}", "+")
     if not entries and wait > 0:
-        found = await client.xread({stream: f"0-{after + 1}"}, block=int(wait * 1000))
+        found = await redis_conn.blocking(
+            lambda waiting: waiting.xread({stream: f"0-{after + 1}"}, block=int(wait * 1000)),
+            wait,
+        )
         entries = found[0][1] if found else []
     events: list[tuple[int, bytes]] = []
     ended = False

@@ -38,6 +38,9 @@ for about ``FLUSH_INTERVAL`` seconds before a batch insert, and are written at
 interpreter exit (and at SIGTERM, ``responses_api/gateway/draining.py``); a crash of
 the process loses at most that fraction of a second of rows. The same
 sanitising, row-by-row retry and dead letters apply.
+
+Past ``SWITCHYARD_USAGE_PENDING_MAX`` rows in memory, new requests are refused
+before they are authenticated, so they make none (:meth:`UsageSink.full`).
 """
 
 from __future__ import annotations
@@ -246,10 +249,8 @@ def drain_redis(
     return handled
 
 
-def redis_client():
-    from responses_api.runtime.redis_conn import sync_client
-
-    return sync_client()
+def redis_client(block_ms: int = 0):
+    return redis_conn.sync_client(**redis_conn.timeouts(block_ms / 1000))
 
 
 class UsageSink:
@@ -261,6 +262,10 @@ class UsageSink:
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+
+    def full(self) -> bool:
+        """Whether the rows no store took reached ``SWITCHYARD_USAGE_PENDING_MAX``."""
+        return len(self.pending) >= settings.SWITCHYARD_USAGE_PENDING_MAX
 
     def _ensure_task(self) -> None:
         if settings.REDIS_URL and not settings.SWITCHYARD_USAGE_DRAIN_IN_WEB and not self.pending:

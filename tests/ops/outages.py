@@ -1,7 +1,7 @@
 """Real servers a test can break: a Redis server of its own (with a Unix
 socket and, on demand, a Sentinel watching it), and a TCP proxy whose line
-can be cut and restored, to stage a dependency's outage without mocking the
-client that suffers it."""
+can be cut and restored, and a server that never answers, to stage a
+dependency's outage without mocking the client that suffers it."""
 
 from __future__ import annotations
 
@@ -283,3 +283,35 @@ class TcpProxy:
             with self._lock:
                 self._open.discard(source)
             source.close()
+
+
+@contextmanager
+def silent_server() -> Iterator[int]:
+    """A TCP port that accepts every connection and never sends a byte
+    (what it is sent is read and dropped); yields the port."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    closed = threading.Event()
+
+    def drain(conn: socket.socket) -> None:
+        with suppress(OSError):
+            while conn.recv(65536):
+                pass
+
+    def accept() -> None:
+        while not closed.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            held.append(conn)
+            threading.Thread(target=drain, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        closed.set()
+        listener.close()
+        for conn in held:
+            conn.close()

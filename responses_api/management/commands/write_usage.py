@@ -30,6 +30,9 @@ from django.db import DatabaseError, close_old_connections
 
 log = logging.getLogger("switchyard.usage")
 
+# How long a read of the stream waits on Redis for new rows.
+BLOCK_MS = 1000
+
 
 class Command(BaseCommand):
     help = "Write usage rows from the Redis stream into the database, until stopped."
@@ -59,7 +62,7 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-        client = usage.redis_client()
+        client = usage.redis_client(block_ms=BLOCK_MS)
         interval = max(options["interval"], 0.0)
         written = 0
         log.info("usage writer started on stream %s", usage.STREAM)
@@ -67,7 +70,7 @@ class Command(BaseCommand):
         while not stopping:
             close_old_connections()
             try:
-                handled = usage.drain_redis(client, block_ms=1000)
+                handled = usage.drain_redis(client, block_ms=BLOCK_MS)
             except (redis.RedisError, DatabaseError) as exc:
                 # Redis or the database is down (a row the database refuses
                 # is a dead letter, not an error here). Nothing was
