@@ -58,7 +58,7 @@ def answering(protocol: type) -> type:
 
         def _max_message_size_exceeded(self, msg_size: int, max_msg_size: int, reason: str) -> None:
             queue = getattr(self, "application_queue", None)
-            if queue is None or self.muted or self.state != open_state:
+            if queue is None or getattr(self, "muted", False) or self.state != open_state:
                 super()._max_message_size_exceeded(msg_size, max_msg_size, reason)
                 return
             # Autobahn skips what follows of a message once it has failed the
