@@ -37,7 +37,9 @@ measured by the benchmark (bench/README.md):
   accepted when a client offers it (autobahn's ``setProtocolOptions``; daphne
   leaves it off), a frame may be as large as a request body
   (``SWITCHYARD_MAX_BODY_BYTES``, unless ``--websocket-max-message-size`` or
-  ``--websocket-max-frame-size`` is given; daphne's default is 1 MiB).
+  ``--websocket-max-frame-size`` is given; daphne's default is 1 MiB), and
+  one over that, decoded, gets an error frame and close 4413
+  (``config/websocket_sizes.py``) where stock autobahn closes with 1009.
 - pyOpenSSL is not loaded unless daphne is given a TLS endpoint
   (``-e ssl:…``): TLS ends at the reverse proxy, and Twisted, which loads
   it for TLS on its own sockets whenever it is installed, serves plain TCP
@@ -90,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
                 # Autobahn accepts no compression unless told to; WebSocket
                 # mode's clients (Codex) offer permessage-deflate.
                 self.ws_factory.setProtocolOptions(perMessageCompressionAccept=accept_deflate)
+                answer_oversize(self.ws_factory)
                 if ready_callable is not None:
                     ready_callable()
 
@@ -119,6 +122,24 @@ def main(argv: list[str] | None = None) -> None:
         server_class = Server
 
     Cli().run(argv)
+
+
+def answer_oversize(factory: Any) -> None:
+    """A message over the size cap gets its error frame and close 4413
+    (``config/websocket_sizes.py``), on the protocol the factory makes,
+    patched or stock; without autobahn's hook, its close 1009 stays."""
+    import logging
+
+    from config import websocket_sizes
+
+    problems = websocket_sizes.check(factory.protocol)
+    if problems:
+        logging.getLogger("switchyard.server").warning(
+            "WebSocket messages over the size cap are closed with 1009 only: %s",
+            "; ".join(problems),
+        )
+        return
+    factory.protocol = websocket_sizes.answering(factory.protocol)
 
 
 def accept_deflate(offers: list[Any]) -> Any:

@@ -334,6 +334,9 @@ SWITCHYARD_SHUTDOWN_GRACE_SECONDS = env.float("SWITCHYARD_SHUTDOWN_GRACE_SECONDS
 # How long a WebSocket (WebSocket mode of /v1/responses) may stay open: then
 # it gets the websocket_connection_limit_reached error and is closed.
 SWITCHYARD_WEBSOCKET_MAX_SECONDS = env.float("SWITCHYARD_WEBSOCKET_MAX_SECONDS", default=3600.0)
+# Open WebSockets per API key and per organisation (0: no bound).
+SWITCHYARD_WEBSOCKETS_PER_KEY = env.int("SWITCHYARD_WEBSOCKETS_PER_KEY", default=64)
+SWITCHYARD_WEBSOCKETS_PER_ORGANISATION = env.int("SWITCHYARD_WEBSOCKETS_PER_ORGANISATION", 256)
 # /readyz stays 200 (status "degraded") while the database or Redis has been
 # failing for less than this: a blip then takes no pod out of the load
 # balancer; a longer outage does (503). /healthz ignores both.

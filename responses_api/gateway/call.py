@@ -12,6 +12,7 @@ from responses_api.gateway.responder import Responder
 if TYPE_CHECKING:
     from responses_api.backends.sse import EventWriter
     from responses_api.gateway.websocket_chain import LocalChain
+    from responses_api.protocol.errors import ApiError
     from responses_api.store.continuation import Keep
     from responses_api.translate.request import ChatPlan
     from responses_api.translate.stream import StreamTranslator
@@ -45,6 +46,10 @@ class Call:
     # whether this ``response.create`` generates (false: a prewarm).
     chain: LocalChain | None = None
     generate: bool = True
+    # Set when the server cuts the call for a fault of its client's (its
+    # WebSocket closed for too many frames): its cancellation then ends it
+    # with this error, not as a client gone (499).
+    cut_by: ApiError | None = None
 
 
 @dataclass(frozen=True, slots=True)

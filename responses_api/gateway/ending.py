@@ -121,13 +121,16 @@ async def end_served(call: Call, handler: Callable[[Call], Awaitable[Reply | Non
     except ApiError as raised:
         error = raised
     except asyncio.CancelledError:
-        if not exchange.shutdown:
+        if call.cut_by is not None:
+            error = call.cut_by  # nothing more reaches the client: the row says why
+        elif not exchange.shutdown:
             exchange.client_gone()
             await asyncio.shield(end_exchange(call))
             raise
-        # The process's shutdown deadline: end the response properly.
-        error = shutting_down()
-        exchange.cut_by_shutdown()
+        else:
+            # The process's shutdown deadline: end the response properly.
+            error = shutting_down()
+            exchange.cut_by_shutdown()
     except Exception as exc:
         error = failure(exchange.request_id, exc)
         detail = f"{type(exc).__name__}: {exc}"

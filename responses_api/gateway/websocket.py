@@ -6,15 +6,19 @@ The client (Codex, the OpenAI SDK's ``responses.connect()``) sends
 comes back as one text frame holding the JSON object an SSE ``data:`` line
 would hold. Each ``response.create`` is one request as HTTP knows it: the same
 ``relay.create_response`` (limits, routing, failover, translation), the same
-ending, one usage row (method ``WS``), a 499 row when the socket closes while
-it runs. Only the writer differs (``websocket_frames``).
+ending, one usage row (method ``WS``), a 499 row when the client closes the
+socket while it runs. Only the writer differs (``websocket_frames``).
 
 The key is checked when the socket opens and again, from the cache, before
 each ``response.create``, so a revoked key stops the next turn. A refusal is
 one ``error`` frame (the OpenAI envelope with the HTTP status it would have
 had) followed by the close. Responses run one after another, in the order
 their frames arrived; a client with more than ``MAX_WAITING`` frames waiting
-is closed (``too_many_frames``). A socket lives at most
+is closed (``too_many_frames``), as is one whose frame is over the size cap
+(``request_too_large``, told by the protocol: ``config/websocket_sizes.py``),
+and a socket past its key's or organisation's count of open sockets
+(``websocket_caps``). Each such refusal leaves a usage row, and the response
+it cuts ends with its error, not as a client gone. A socket lives at most
 ``SWITCHYARD_WEBSOCKET_MAX_SECONDS`` (60 minutes): then, once the response
 under way has ended, it gets the ``websocket_connection_limit_reached``
 error and is closed, and the client opens a new one. A draining process
@@ -24,6 +28,7 @@ closes its sockets the same way (``server_shutting_down``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from collections.abc import Mapping
@@ -38,15 +43,22 @@ from responses_api.gateway.consumers import Receive, Send
 from responses_api.gateway.draining import drain, shutting_down
 from responses_api.gateway.ending import end_exchange, end_served
 from responses_api.gateway.exchange import Client, Exchange, new_request_id
-from responses_api.gateway.failures import server_error, usage_backlog
+from responses_api.gateway.failures import failure, server_error, usage_backlog
 from responses_api.gateway.relay import MAX_DEPTH, create_response
+from responses_api.gateway.websocket_caps import Place, take
 from responses_api.gateway.websocket_chain import LocalChain
 from responses_api.gateway.websocket_frames import (
+    MAX_WAITING,
+    TOO_LARGE,
     FrameWriter,
     SocketResponder,
     SocketState,
     error_frame,
+    frame_too_large,
     header_map,
+    limit_reached,
+    not_found,
+    too_many_frames,
 )
 from responses_api.protocol.errors import ApiError, body_too_large, invalid, too_deep
 from responses_api.runtime.metrics import unauthenticated_observe
@@ -71,37 +83,6 @@ def refused(error: ApiError) -> int:
 
 # Frames a client may send that ask for no response.
 IGNORED = frozenset({"response.processed"})
-
-# Frames a socket may have waiting behind the response under way: a client
-# that sends more is closed, rather than have the process hold them all.
-MAX_WAITING = 16
-
-
-def too_many_frames() -> ApiError:
-    return ApiError(
-        429,
-        f"More than {MAX_WAITING} frames are waiting on this socket: send the next "
-        "response.create once a response has ended.",
-        code="too_many_frames",
-    )
-
-
-def limit_reached() -> ApiError:
-    minutes = settings.SWITCHYARD_WEBSOCKET_MAX_SECONDS / 60
-    return ApiError(
-        400,
-        f"Responses websocket connection limit reached ({minutes:g} minutes). "
-        "Create a new websocket connection to continue.",
-        code="websocket_connection_limit_reached",
-    )
-
-
-def not_found(path: str) -> ApiError:
-    return ApiError(
-        404,
-        f"Unknown WebSocket URL: {path[:200]}. WebSocket mode is served at /v1/responses.",
-        code="unknown_url",
-    )
 
 
 class ResponsesSocket:
@@ -189,6 +170,9 @@ class Connection:
         self.chain = LocalChain()
         self.frames: asyncio.Queue[Mapping[str, Any] | _Stop] = asyncio.Queue()
         self.turn: asyncio.Task[None] | None = None
+        self.call: Call | None = None  # the turn's under way
+        # The error a frame or the socket was refused with, after the key was accepted.
+        self.refusal: ApiError | None = None
 
     async def run(self) -> None:
         if (await self.receive())["type"] != "websocket.connect":
@@ -198,6 +182,27 @@ class Connection:
         if refusal is not None:
             await self.refuse(refusal, refused(refusal))
             return
+        place = await self._place()
+        if place is None:
+            return
+        try:
+            await self._serve()
+        finally:
+            await place.give_back()
+
+    async def _place(self) -> Place | None:
+        """The socket's place under its key's and organisation's bounds;
+        None once refused (with a usage row, as the key is known)."""
+        try:
+            return await take(await self._caller())
+        except ApiError as error:
+            await self.refuse_counted(error, refused(error))
+        except Exception as exc:  # Redis out of reach: retry later (503)
+            outage = failure("websocket", exc)
+            await self.refuse_counted(outage, refused(outage))
+        return None
+
+    async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
         limit = loop.call_later(
             settings.SWITCHYARD_WEBSOCKET_MAX_SECONDS,
@@ -210,11 +215,15 @@ class Connection:
             # Until the client's close (or the server's, once acknowledged)
             # ends the socket: daphne then says it is disconnected.
             while (message := await self.receive())["type"] != "websocket.disconnect":
-                if message["type"] != "websocket.receive" or worker.done():
+                if message["type"] != "websocket.receive" or worker.done() or self.refusal:
+                    continue  # once refused, what is still coming is not read
+                if TOO_LARGE in message:
+                    error = frame_too_large(message[TOO_LARGE])
+                    await self.refuse_counted(error, refused(error))
                     continue
                 if self.frames.qsize() >= MAX_WAITING:
                     error = too_many_frames()
-                    await self.refuse(error, refused(error))
+                    await self.refuse_counted(error, refused(error))
                     continue
                 self.frames.put_nowait(message)
         finally:
@@ -266,6 +275,24 @@ class Connection:
         await self._send_text(error_frame(error))
         await self.close(code)
 
+    async def refuse_counted(self, error: ApiError, code: int) -> None:
+        """A frame or socket refused once the key was accepted: its usage
+        row, its error frame, then the close. The response under way, cut
+        by the close, ends with the same error rather than as a client gone."""
+        self.refusal = error  # no turn starts after the one under way
+        turn, under_way = self.turn, self.call
+        if turn is not None and under_way is not None and not under_way.exchange.submitted:
+            under_way.cut_by = error
+            turn.cancel()
+        exchange = Exchange(
+            request_id=new_request_id(), endpoint=ENDPOINT, method=METHOD, client=self.client
+        )
+        call = Call(exchange, SocketResponder(self.send, exchange, self.state), self.headers)
+        with contextlib.suppress(ApiError):  # a key revoked since: no row
+            exchange.authenticated(await self._caller())
+        await end_exchange(call, error=error)
+        await self.close(code)
+
     async def _send_text(self, text: str) -> None:
         if not self.state.closed:
             await self.send({"type": "websocket.send", "text": text})
@@ -291,6 +318,8 @@ class Connection:
         of its own, which draining tracks and a disconnect cancels."""
         while True:
             message = await self.frames.get()
+            if self.refusal is not None:
+                return
             if isinstance(message, _Stop):
                 await self.refuse(message.error, NORMAL)
                 return
@@ -301,12 +330,12 @@ class Connection:
             try:
                 await self.turn
             except asyncio.CancelledError:
-                if self.turn.cancelled() and not self.state.closed:
+                if self.turn.cancelled() and not (self.state.closed or self.refusal):
                     continue  # ended by draining's deadline: its ending is written
                 raise
             finally:
                 self.turn = None
-            if self.state.closed:
+            if self.state.closed or self.refusal:
                 return
 
     async def _turn(self, frame: Frame) -> None:
@@ -326,9 +355,14 @@ class Connection:
         if sink.full():  # refused before its row is made, as an HTTP request is
             await self.refuse(usage_backlog(), refused(usage_backlog()))
             return
+        if self.refusal is not None:  # refused while this turn started: its row says so
+            exchange.fail(self.refusal)
+            await exchange.submit()
+            return
         task = asyncio.current_task()
         assert task is not None
         drain.track(task, exchange)
+        self.call = call
         try:
             await self._answer(call, frame)
         except Exception as exc:  # a bug: the turn still ends, with its row
@@ -337,6 +371,7 @@ class Connection:
             writer = call.output.writer if call.output is not None else None
             last = writer.last if isinstance(writer, FrameWriter) else None
             self.chain.answered(last.get("response") if last is not None else None)
+            self.call = None
             if exchange.releases:
                 await exchange.give_back_held()
 

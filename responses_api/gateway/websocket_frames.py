@@ -14,10 +14,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
+from django.conf import settings
 
 from responses_api.backends.sse import EventWriter
 from responses_api.gateway.responder import Responder, Send
 from responses_api.protocol.errors import ApiError
+
+# The key of the message by which the server's WebSocket protocol tells the
+# application that a frame was over the size cap (config/websocket_sizes.py);
+# its value is the cap, in bytes.
+TOO_LARGE = "switchyard.too_large"
 
 # Frames are joined by a newline between the writer and the responder: JSON
 # as orjson writes it never holds a raw newline (strings escape it).
@@ -117,3 +123,44 @@ class SocketState:
 
 def header_map(scope: Mapping[str, Any]) -> dict[bytes, bytes]:
     return {name.lower(): value for name, value in scope.get("headers", ())}
+
+
+# Frames a socket may have waiting behind the response under way: a client
+# that sends more is closed, rather than have the process hold them all.
+MAX_WAITING = 16
+
+
+def too_many_frames() -> ApiError:
+    return ApiError(
+        429,
+        f"More than {MAX_WAITING} frames are waiting on this socket: send the next "
+        "response.create once a response has ended.",
+        code="too_many_frames",
+    )
+
+
+def frame_too_large(cap: int) -> ApiError:
+    return ApiError(
+        413,
+        f"The frame is too large: at most {cap} bytes (SWITCHYARD_MAX_BODY_BYTES), "
+        "decoded, are accepted.",
+        code="request_too_large",
+    )
+
+
+def limit_reached() -> ApiError:
+    minutes = settings.SWITCHYARD_WEBSOCKET_MAX_SECONDS / 60
+    return ApiError(
+        400,
+        f"Responses websocket connection limit reached ({minutes:g} minutes). "
+        "Create a new websocket connection to continue.",
+        code="websocket_connection_limit_reached",
+    )
+
+
+def not_found(path: str) -> ApiError:
+    return ApiError(
+        404,
+        f"Unknown WebSocket URL: {path[:200]}. WebSocket mode is served at /v1/responses.",
+        code="unknown_url",
+    )
