@@ -96,7 +96,9 @@ def _memory(organisation_id: int, response_id: str, create: bool = False) -> _Lo
 def _wake(log: _Log) -> None:
     waiters, log.waiters = log.waiters, []
     for loop, future in waiters:
-        loop.call_soon_threadsafe(_resolve, future)
+        # A reader's loop may have closed since it began to wait.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_resolve, future)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -312,8 +314,14 @@ async def _read_memory(organisation_id: int, response_id: str, after: int, wait:
             future = loop.create_future()
             log.waiters.append((loop, future))
     if future is not None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(future, wait)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(future, wait)
+        finally:
+            # Not woken (a timeout, a client gone): no longer waiting, so
+            # that an open log keeps no waiter per read that timed out.
+            with _lock, contextlib.suppress(ValueError):
+                log.waiters.remove((loop, future))
     with _lock:
         sealed = log.events[after + 1 :]
         ended = log.ended

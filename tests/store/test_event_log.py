@@ -7,6 +7,7 @@ makes Redis refuse the read, whoever the caller."""
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 
 import pytest
@@ -66,3 +67,20 @@ def test_a_read_from_any_point_never_wraps_or_fails(log_id):
             assert read.events == everything, after
         else:
             assert read.events == everything[after + 1 :], after
+
+
+@pytest.mark.skipif(bool(os.environ.get("REDIS_URL")), reason="the memory log's waiters")
+def test_a_reader_that_stopped_waiting_leaves_no_waiter(log_id):
+    """A read that timed out on an open log, on a loop since closed (a web
+    process's request ended), is not woken by the next event: the writer
+    goes on, and the log holds no waiter per read."""
+
+    async def reader():
+        await events.append(ORGANISATION, log_id, 0, [b"first"])
+        for _ in range(3):
+            read = await events.read(ORGANISATION, log_id, 0, wait=0.01)
+            assert read.events == []
+
+    asyncio.run(reader())
+    asyncio.run(events.append(ORGANISATION, log_id, 1, [b"second"]))
+    assert events._logs[(ORGANISATION, log_id)].waiters == []
