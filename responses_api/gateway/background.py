@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from responses_api.backends.routing import no_backend
 from responses_api.gateway import background_run
@@ -233,11 +234,15 @@ async def retrieve(call: Call) -> Reply | None:
 async def _follow(responder: Responder, organisation_id: int, response_id: str, after: int) -> None:
     """Write the events after ``after``, then each new one, until the log
     ends. Whenever none came for ``FOLLOW_WAIT``, look at the response:
-    its worker may have died (it is reaped), or its log expired."""
+    its worker may have died (it is reaped), or its log expired. A follower
+    stops after ``SWITCHYARD_BACKGROUND_FOLLOW_SECONDS`` whatever the run
+    does: its client resumes from the last event it got."""
     await responder.start_stream()
     settled = False
-    while True:
-        read = await events.read(organisation_id, response_id, after, wait=FOLLOW_WAIT)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.SWITCHYARD_BACKGROUND_FOLLOW_SECONDS
+    while (left := deadline - loop.time()) > 0:
+        read = await events.read(organisation_id, response_id, after, wait=min(FOLLOW_WAIT, left))
         # Only numbers past the cursor: each event goes out once, in order,
         # and every turn moves the cursor on or waits.
         fresh = [(number, event) for number, event in read.events if number > after]
