@@ -74,6 +74,8 @@ log = logging.getLogger(__name__)
 STREAM = os.environ.get("SWITCHYARD_USAGE_STREAM", "switchyard:usage")
 GROUP = "writers"
 BATCH = 500
+# The batches one drain takes before it gives the writer back its turn.
+DRAIN_BATCHES = 20
 CLAIM_IDLE_MS = 30_000
 FLUSH_INTERVAL = 0.2
 MAX_BACKOFF = 30.0
@@ -382,11 +384,12 @@ def _drain_once() -> int:
     close_old_connections()
     try:
         total = 0
-        while True:
+        for _ in range(DRAIN_BATCHES):
             handled = drain_redis(_redis_sync)
             total += handled
             if handled < BATCH:
-                return total
+                break
+        return total
     finally:
         close_old_connections()
 
