@@ -20,10 +20,12 @@ running checks that its worker lives (``background_run.reap``).
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from responses_api.backends.routing import no_backend
 from responses_api.gateway import background_run
@@ -54,6 +56,10 @@ FOLLOW_WAIT = 2.0
 # How long a cancel waits for the worker to end the response.
 CANCEL_WAIT = 5.0
 TERMINAL = ("completed", "failed", "incomplete", "cancelled")
+# A cursor as a client writes a sequence_number: ASCII digits, maybe a minus,
+# and no more digits than a 64-bit number has. ``int()`` alone would also
+# take "+5", " 5", "1_0" and other scripts' digits.
+_CURSOR = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 
 
 async def create(call: Call) -> Reply | None:
@@ -154,7 +160,9 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
 
 
 def _query(call: Call) -> dict[str, str]:
-    return {k: v[-1] for k, v in parse_qs(call.query_string.decode("latin-1")).items()}
+    # Blank values kept: ``starting_after=`` is a cursor that is not a number.
+    query = parse_qs(call.query_string.decode("latin-1"), keep_blank_values=True)
+    return {k: v[-1] for k, v in query.items()}
 
 
 def _not_found(response_id: str) -> ApiError:
@@ -201,10 +209,9 @@ async def retrieve(call: Call) -> Reply | None:
             await _stored(call)  # a response whose worker died is failed first
         return await retrieve_response(call)
     after_text = query.get("starting_after", "-1")
-    try:
-        after = int(after_text)
-    except ValueError:
-        raise invalid("starting_after must be an integer.", param="starting_after") from None
+    if not _CURSOR.fullmatch(after_text):
+        raise invalid("starting_after must be an integer.", param="starting_after")
+    after = int(after_text)
     organisation_id, response = await _stored(call)
     if not response.get("background"):
         raise invalid(
@@ -213,6 +220,13 @@ async def retrieve(call: Call) -> Reply | None:
             param="stream",
         )
     call.exchange.asked(model=response.get("model", ""), stream=True, prompt_cache_key=None)
+    last = await events.next_number(organisation_id, response["id"]) - 1
+    if not -1 <= after <= last:
+        raise invalid(
+            f"starting_after must be from -1 (before the first event) to {last}, the "
+            "sequence_number of the last event so far.",
+            param="starting_after",
+        )
     await _follow(call.responder, organisation_id, response["id"], after)
     return None
 
@@ -220,14 +234,21 @@ async def retrieve(call: Call) -> Reply | None:
 async def _follow(responder: Responder, organisation_id: int, response_id: str, after: int) -> None:
     """Write the events after ``after``, then each new one, until the log
     ends. Whenever none came for ``FOLLOW_WAIT``, look at the response:
-    its worker may have died (it is reaped), or its log expired."""
+    its worker may have died (it is reaped), or its log expired. A follower
+    stops after ``SWITCHYARD_BACKGROUND_FOLLOW_SECONDS`` whatever the run
+    does: its client resumes from the last event it got."""
     await responder.start_stream()
     settled = False
-    while True:
-        read = await events.read(organisation_id, response_id, after, wait=FOLLOW_WAIT)
-        if read.events:
-            after = read.events[-1][0]
-            await responder.chunk(b"".join(event for _, event in read.events))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.SWITCHYARD_BACKGROUND_FOLLOW_SECONDS
+    while (left := deadline - loop.time()) > 0:
+        read = await events.read(organisation_id, response_id, after, wait=min(FOLLOW_WAIT, left))
+        # Only numbers past the cursor: each event goes out once, in order,
+        # and every turn moves the cursor on or waits.
+        fresh = [(number, event) for number, event in read.events if number > after]
+        if fresh:
+            after = max(number for number, _ in fresh)
+            await responder.chunk(b"".join(event for _, event in fresh))
             continue
         if read.ended or settled:
             break

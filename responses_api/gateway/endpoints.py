@@ -57,7 +57,10 @@ def page_params(query: Mapping[str, str]) -> tuple[int, str]:
     """A list's ``limit`` (1–100, 20) and ``order`` (``desc``, newest first,
     or ``asc``), as OpenAI's lists take them."""
     limit_text = query.get("limit", "20")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 100:
+    # ASCII digits, few enough for int(): str.isdigit also takes "²", which
+    # int() refuses, and int() refuses a number of thousands of digits.
+    digits = limit_text.isascii() and limit_text.isdigit() and len(limit_text) <= 3
+    if not digits or not 1 <= int(limit_text) <= 100:
         raise invalid("limit must be an integer from 1 to 100.", param="limit")
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):

@@ -35,6 +35,10 @@ PREFIX = "switchyard:bg"
 RUNNING = f"{PREFIX}:running"
 # The most events one response keeps in Redis (older ones go first).
 MAX_EVENTS = 200_000
+# The highest ``after`` a Redis stream id can carry: event N is entry
+# ``0-(N+1)``, and a read starts at ``0-(after+2)``, which must stay a
+# 64-bit sequence.
+_MOST_AFTER = 2**64 - 3
 
 ACTIVE = ("queued", "in_progress")
 
@@ -92,7 +96,9 @@ def _memory(organisation_id: int, response_id: str, create: bool = False) -> _Lo
 def _wake(log: _Log) -> None:
     waiters, log.waiters = log.waiters, []
     for loop, future in waiters:
-        loop.call_soon_threadsafe(_resolve, future)
+        # A reader's loop may have closed since it began to wait.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_resolve, future)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -273,7 +279,11 @@ async def append(
 
 async def read(organisation_id: int, response_id: str, after: int, *, wait: float = 0.0) -> Read:
     """The events numbered above ``after``; when there are none yet and the
-    log is open, waits up to ``wait`` seconds for some."""
+    log is open, waits up to ``wait`` seconds for some. Any ``after`` is
+    read (the web side refuses a cursor outside the log; this holds for
+    every other caller): below -1 it is -1, the first event, so that no
+    number makes the list wrap round or the stream id invalid."""
+    after = min(max(after, -1), _MOST_AFTER)
     if not redis_conn.enabled():
         return await _read_memory(organisation_id, response_id, after, wait)
     client = redis_conn.async_client()
@@ -307,8 +317,14 @@ async def _read_memory(organisation_id: int, response_id: str, after: int, wait:
             future = loop.create_future()
             log.waiters.append((loop, future))
     if future is not None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(future, wait)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(future, wait)
+        finally:
+            # Not woken (a timeout, a client gone): no longer waiting, so
+            # that an open log keeps no waiter per read that timed out.
+            with _lock, contextlib.suppress(ValueError):
+                log.waiters.remove((loop, future))
     with _lock:
         sealed = log.events[after + 1 :]
         ended = log.ended

@@ -209,8 +209,10 @@ def _chain(organisation_id: int, response_id: str, now: datetime) -> list[Stored
     current = response_id
     while current:
         row = rows.get(current)
-        if row is None:
-            return None  # a response of the chain was deleted or has expired
+        if row is None or len(path) == len(rows):
+            # A response of the chain was deleted or has expired, or (rows
+            # damaged by hand) the chain loops: no row can come twice.
+            return None
         path.append(row)
         current = row.previous_response_id
     chain = [_open(row) for row in reversed(path)]

@@ -30,8 +30,7 @@ it is committed to the database** (or parked as unwritable, see below).
   database that is down or locked is not such a case: nothing is
   acknowledged, and writers retry with a backoff.
 
-Rows are lost only if Redis loses acknowledged writes: run it with AOF
-(``appendonly yes``) where that matters.
+Rows are lost only if Redis loses acknowledged writes: run it with AOF (``appendonly yes``).
 
 Without Redis (the embedded default, one process) rows wait in process memory
 for about ``FLUSH_INTERVAL`` seconds before a batch insert, and are written at
@@ -77,6 +76,7 @@ log = logging.getLogger(__name__)
 STREAM = os.environ.get("SWITCHYARD_USAGE_STREAM", "switchyard:usage")
 GROUP = "writers"
 BATCH = 500
+DRAIN_BATCHES = 20  # one drain's batches, before the writer gets its turn back
 CLAIM_IDLE_MS = 30_000
 FLUSH_INTERVAL = 0.2
 MAX_BACKOFF = 30.0
@@ -387,11 +387,12 @@ def _drain_once() -> int:
     close_old_connections()
     try:
         total = 0
-        while True:
+        for _ in range(DRAIN_BATCHES):
             handled = drain_redis(_redis_sync)
             total += handled
             if handled < BATCH:
-                return total
+                break
+        return total
     finally:
         close_old_connections()
 

@@ -131,3 +131,19 @@ def test_a_chain_stays_on_the_backend_that_served_it(provision, recorder, client
         backends.add(reply.headers["x-backend-id"])
         previous = reply.parse()
     assert len(backends) == 1
+
+
+def test_a_chain_whose_rows_loop_is_read_as_missing_not_walked_for_ever(client, acme):
+    """Rows that name each other as their previous response (nothing a
+    client can write: a response's previous one exists before it) end the
+    walk along the chain: the chain is missing, as with a row gone."""
+    from django.utils import timezone
+
+    from responses_api.models import StoredResponse
+    from responses_api.store import responses as store
+
+    first = client.responses.create(model="sim-model", input="one")
+    second = client.responses.create(model="sim-model", previous_response_id=first.id, input="two")
+    StoredResponse.objects.filter(id=first.id).update(previous_response_id=second.id)
+    organisation_id = acme.organisation.pk
+    assert store._chain(organisation_id, second.id, timezone.now()) is None

@@ -74,7 +74,15 @@ def test_a_string_input_is_listed_as_one_user_message(client):
 
 
 @pytest.mark.parametrize(
-    ("query", "param"), [("limit=0", "limit"), ("limit=101", "limit"), ("order=up", "order")]
+    ("query", "param"),
+    [
+        ("limit=0", "limit"),
+        ("limit=101", "limit"),
+        ("limit=%C2%B2", "limit"),  # SUPERSCRIPT TWO: a digit to str.isdigit, not to int()
+        ("limit=%D9%A3", "limit"),  # ARABIC-INDIC DIGIT THREE
+        ("limit=" + "1" * 5000, "limit"),  # past int()'s own digit limit
+        ("order=up", "order"),
+    ],
 )
 def test_bad_list_parameters_are_a_400_naming_them(client, gateway, acme, query, param):
     response = client.responses.create(model="sim-model", input="x")

@@ -192,3 +192,19 @@ def test_a_web_process_killed_right_after_answering_loses_no_row(
     row = usage_rows()[0]
     assert str(row.request_id) == response.headers["x-request-id"]
     assert row.status == 200 and row.output_tokens == 9
+
+
+@needs_redis
+@pytest.mark.django_db(transaction=True)
+def test_one_drain_takes_a_bounded_number_of_batches(people, redis_stream, monkeypatch):
+    """Rows arriving as fast as they are written never hold a drain for
+    ever: it returns after ``DRAIN_BATCHES`` batches, the rest for the next."""
+    monkeypatch.setattr(usage, "BATCH", 2)
+    monkeypatch.setattr(usage, "DRAIN_BATCHES", 3)
+    monkeypatch.setattr(usage, "_redis_sync", redis_stream)
+    for _ in range(10):
+        xadd(redis_stream, a_row(people["acme"].id))
+    assert usage._drain_once() == 6
+    assert redis_stream.xlen(usage.STREAM) == 4
+    assert usage._drain_once() == 4
+    assert len(usage_rows()) == 10
