@@ -333,6 +333,20 @@ class Exchange:
         if releases:
             await asyncio.shield(redis_conn.run_releases(releases))
 
+    async def drop_hold(self) -> None:
+        """Give back a spend hold no row settled: every ending calls this
+        last, so a request whose row was never handed over (a bug on some
+        ending) holds nothing past its end, and counts nothing either."""
+        spend, self.spend = self.spend, None
+        if spend is None:
+            return
+        settle = spend_settle(spend, {})
+        try:
+            if settle:
+                await asyncio.shield(redis_conn.run_batch((), settle))
+        except Exception:  # Redis away: no longer renewed, the hold expires
+            log.warning("request %s: its spend hold could not be given back", self.request_id)
+
     async def submit(self) -> None:
         """Hand the row over (once; none for an unauthenticated request)."""
         if self.submitted or self.caller is None:
@@ -341,7 +355,8 @@ class Exchange:
         row = self.row()
         # The month's spend counters take the row's cost and tokens, and
         # give its hold back, in the round trip that hands the row over.
-        settle = spend_settle(self.spend, row) if self.spend is not None else []
+        spend, self.spend = self.spend, None
+        settle = spend_settle(spend, row) if spend is not None else []
         releases = self.releases
         if releases is not None:
             self.releases = None

@@ -374,6 +374,7 @@ class Connection:
             self.call = None
             if exchange.releases:
                 await exchange.give_back_held()
+            await exchange.drop_hold()
 
     async def _answer(self, call: Call, frame: Frame) -> None:
         if frame.error is not None:
