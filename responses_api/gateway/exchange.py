@@ -355,8 +355,9 @@ class Exchange:
         row = self.row()
         # The month's spend counters take the row's cost and tokens, and
         # give its hold back, in the round trip that hands the row over.
-        spend, self.spend = self.spend, None
-        settle = spend_settle(spend, row) if spend is not None else []
+        # The hold is forgotten once that went: else ``drop_hold`` gives it
+        # back (giving a hold back twice changes nothing the second time).
+        settle = spend_settle(self.spend, row) if self.spend is not None else []
         releases = self.releases
         if releases is not None:
             self.releases = None
@@ -366,6 +367,7 @@ class Exchange:
             appending = sink.submit(row, scripts=settle) if settle else sink.submit(row)
             if appending is not None:
                 await asyncio.shield(appending)
+        self.spend = None
         request_observe(row=row)
         log.info("request", extra={"switchyard": {k: row[k] for k in _LOG_FIELDS}})
 

@@ -130,7 +130,7 @@ class _Holds:
         # Per hold id: the task serving its request, and when it is kept no longer.
         self.owners: dict[str, tuple[asyncio.Future[Any] | None, float]] = {}
 
-    def reserve(self, plan: SpendPlan) -> list[int]:
+    def reserve(self, plan: SpendPlan, owner: asyncio.Future[Any] | None = None) -> list[int]:
         self._ended()
         values = local_counters.read(plan.keys())
         if None in values:
@@ -153,7 +153,7 @@ class _Holds:
         for scope in plan.scopes:
             holds = self.held.setdefault(scope.base(plan.month), {})
             holds[plan.hold_id] = (plan.units, plan.tokens)
-        self.owners[plan.hold_id] = (_owner(), time.monotonic() + MAX_HOLD_SECONDS)
+        self.owners[plan.hold_id] = (owner, time.monotonic() + MAX_HOLD_SECONDS)
         return out
 
     def _ended(self) -> None:
@@ -191,14 +191,6 @@ class _Holds:
 local_holds = _Holds()
 
 
-def _owner() -> asyncio.Future[Any] | None:
-    """The task serving the request taking a hold (None outside one)."""
-    try:
-        return asyncio.current_task()
-    except RuntimeError:
-        return None
-
-
 def reserve_call(plan: SpendPlan) -> redis_conn.ScriptCall:
     """The check and the hold as one script call, to run alone or in the
     admission's pipeline."""
@@ -216,13 +208,15 @@ def reserve_call(plan: SpendPlan) -> redis_conn.ScriptCall:
     return redis_conn.ScriptCall(_RESERVE, _keys(plan), args)
 
 
-def reserve_result(plan: SpendPlan, result: list[Any]) -> tuple[int, list[int]]:
+def reserve_result(
+    plan: SpendPlan, result: list[Any], owner: asyncio.Future[Any] | None = None
+) -> tuple[int, list[int]]:
     """The reservation's answer (from Redis or :func:`reserve_local`):
     (RESERVED, REFUSED or MISSING, the counts per scope). A hold starts
-    being renewed while its request's task runs."""
+    being renewed, while ``owner`` (the task serving its request) runs."""
     status = int(result[0])
     if status == RESERVED and redis_conn.enabled():
-        keys, owner = _keys(plan), _owner()
+        keys = _keys(plan)
         for i in range(len(plan.scopes)):
             redis_conn.leases.hold(
                 keys[4 * i + 3], plan.hold_id, owner=owner, at_most=MAX_HOLD_SECONDS
@@ -230,15 +224,15 @@ def reserve_result(plan: SpendPlan, result: list[Any]) -> tuple[int, list[int]]:
     return status, [int(v) for v in result[1:]]
 
 
-async def reserve(plan: SpendPlan) -> list[Any]:
+async def reserve(plan: SpendPlan, owner: asyncio.Future[Any] | None = None) -> list[Any]:
     """The reservation on a round trip of its own (after a rebuild)."""
     if not redis_conn.enabled():
-        return local_holds.reserve(plan)
+        return local_holds.reserve(plan, owner)
     return await redis_conn.run_call(reserve_call(plan))
 
 
-def reserve_local(plan: SpendPlan) -> list[int]:
-    return local_holds.reserve(plan)
+def reserve_local(plan: SpendPlan, owner: asyncio.Future[Any] | None = None) -> list[int]:
+    return local_holds.reserve(plan, owner)
 
 
 def spend_settle(plan: SpendPlan, row: dict[str, Any]) -> list[redis_conn.ScriptCall]:
