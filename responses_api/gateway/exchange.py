@@ -22,7 +22,7 @@ import orjson
 from responses_api.gateway.client import CLIENT_ID_LENGTH, NO_CLIENT, Client
 from responses_api.runtime import redis_conn
 from responses_api.runtime.metrics import request_observe
-from responses_api.usage.holds import spend_settle
+from responses_api.usage.holds import spend_release, spend_settle
 from responses_api.usage.writer import sink
 
 if TYPE_CHECKING:
@@ -334,18 +334,9 @@ class Exchange:
             await asyncio.shield(redis_conn.run_releases(releases))
 
     async def drop_hold(self) -> None:
-        """Give back a spend hold no row settled: every ending calls this
-        last, so a request whose row was never handed over (a bug on some
-        ending) holds nothing past its end, and counts nothing either."""
+        """A spend hold no row settled, given back: every ending's last step."""
         spend, self.spend = self.spend, None
-        if spend is None:
-            return
-        settle = spend_settle(spend, {})
-        try:
-            if settle:
-                await asyncio.shield(redis_conn.run_batch((), settle))
-        except Exception:  # Redis away: no longer renewed, the hold expires
-            log.warning("request %s: its spend hold could not be given back", self.request_id)
+        await spend_release(spend)
 
     async def submit(self) -> None:
         """Hand the row over (once; none for an unauthenticated request)."""
@@ -355,8 +346,6 @@ class Exchange:
         row = self.row()
         # The month's spend counters take the row's cost and tokens, and
         # give its hold back, in the round trip that hands the row over.
-        # The hold is forgotten once that went: else ``drop_hold`` gives it
-        # back (giving a hold back twice changes nothing the second time).
         settle = spend_settle(self.spend, row) if self.spend is not None else []
         releases = self.releases
         if releases is not None:
@@ -367,7 +356,7 @@ class Exchange:
             appending = sink.submit(row, scripts=settle) if settle else sink.submit(row)
             if appending is not None:
                 await asyncio.shield(appending)
-        self.spend = None
+        self.spend = None  # else kept for ``drop_hold``: a second give-back is a no-op
         request_observe(row=row)
         log.info("request", extra={"switchyard": {k: row[k] for k in _LOG_FIELDS}})
 

@@ -28,6 +28,7 @@ the room of the budget for the life of the process.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from decimal import Decimal
 from typing import Any
@@ -249,3 +250,17 @@ def spend_settle(plan: SpendPlan, row: dict[str, Any]) -> list[redis_conn.Script
     for i in range(len(plan.scopes)):
         redis_conn.leases.drop(keys[4 * i + 3], plan.hold_id)
     return [redis_conn.ScriptCall(_SETTLE, keys, [plan.hold_id, units, tokens])]
+
+
+async def spend_release(plan: SpendPlan | None) -> None:
+    """Give back a hold that no row settled (its request ended without
+    handing one over), counting nothing. Redis away, it expires as the
+    leases of a dead process do: it is no longer renewed."""
+    if plan is None:
+        return
+    settle = spend_settle(plan, {})
+    try:
+        if settle:
+            await asyncio.shield(redis_conn.run_batch((), settle))
+    except Exception:
+        logging.getLogger(__name__).warning("a spend hold could not be given back", exc_info=True)
