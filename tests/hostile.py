@@ -105,6 +105,9 @@ class HostileBackend:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.requests: list[dict[str, Any]] = []
         self.tokenize_answer: Any = {"count": 7}
+        self.tokenize_calls = 0
+        # A behaviour for every chat request, whatever its messages say.
+        self.behaviour: str | None = None
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
@@ -137,6 +140,7 @@ class HostileBackend:
 
     async def _tokenize(self, request: web.Request) -> web.Response:
         """vLLM's tokenizer endpoint, answering ``tokenize_answer``."""
+        self.tokenize_calls += 1
         return web.json_response(self.tokenize_answer)
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -145,7 +149,7 @@ class HostileBackend:
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
-        behaviour = _behaviour(body)
+        behaviour = self.behaviour or _behaviour(body)
         if behaviour == "hang":
             await asyncio.sleep(3600)
         if behaviour == "hang-after-headers":

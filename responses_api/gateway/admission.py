@@ -97,7 +97,7 @@ async def admit(
         if rate is not None:
             verdict, used = limits_local(rate)
         if spend is not None:
-            reply = reserve_local(spend)
+            reply = reserve_local(spend, asyncio.current_task())
     if spend is not None:
         try:
             await _spend_verdict(exchange, spend, reply)
@@ -190,8 +190,10 @@ def _reserving(
 
 async def _spend_verdict(exchange: Exchange, spend: SpendPlan, reply: list[Any]) -> None:
     """Raise the spend limits' 429, or record the hold (its row gives it
-    back) and the notices."""
-    status, counts = reserve_result(spend, reply)
+    back) and the notices. The hold lasts no longer than the task serving
+    the request, admission's own."""
+    owner = asyncio.current_task()
+    status, counts = reserve_result(spend, reply, owner)
     rebuilds = 0
     while status == MISSING:
         if rebuilds == 3:
@@ -199,7 +201,7 @@ async def _spend_verdict(exchange: Exchange, spend: SpendPlan, reply: list[Any])
             raise ApiError(503, "Spend limits cannot be checked now; retry.", code="unavailable")
         rebuilds += 1
         await spend_rebuild(spend)
-        status, counts = reserve_result(spend, await reserve(spend))
+        status, counts = reserve_result(spend, await reserve(spend, owner), owner)
     if status != REFUSED:
         exchange.reserved(spend)
     for code, message in spend_outcome(spend, counts):

@@ -5,7 +5,9 @@ answer's first output item is the compaction item, and a notice says so.
 
 The input is counted here too: by the backend's tokenizer where its dialect
 has one (``translate.dialects.TOKENIZE``), else by the estimate of
-``translate.compaction``.
+``translate.compaction``; not at all when it cannot reach the threshold
+(:func:`surely_under`). The summary has the first-token deadline of any
+answer (``failover.first_token_deadline``).
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ async def ahead(
         dialect=route.backend.dialect,
         extra_body=route.backend.extra_body,
     )
+    if surely_under(plan, limit):
+        return None
     counted = await count_tokens(route, plan)
     if counted <= limit:
         return None
@@ -92,8 +96,11 @@ async def ahead(
         pinned=pinned.decode("latin-1").strip() if pinned else None,
         affinity=affinity,
     )
-    async with upstream as attempt:
-        await read_answer(attempt.answer, translator, attempt.route.backend.name)
+    # The summary has the answer's first-token deadline: the client, whose
+    # stream has not started yet, hears nothing while the backend is silent.
+    waiting = failover.first_token_deadline(exchange, model.first_token_timeout)
+    async with waiting as deadline, upstream as attempt:
+        await read_answer(attempt.answer, translator, attempt.route.backend.name, deadline)
     translator.close_items()
     assert translator.compaction is not None
     compacted = compaction.after_compaction(request, translator.summary())
@@ -109,6 +116,24 @@ async def ahead(
         translator.compaction,
         translator,
     )
+
+
+# Tokens a chat template may add around the messages and tools: role
+# markers, a default system line, the tools' instructions.
+TEMPLATE_TOKENS = 1024
+
+
+def surely_under(plan: ChatPlan, limit: int) -> bool:
+    """Whether the prompt cannot reach ``limit`` tokens, whatever the
+    backend's tokenizer: then it is not asked (a round trip, two for
+    llama.cpp, of up to ``TOKENIZE_WITHIN`` each). The estimate is a
+    quarter of the JSON's bytes, but a tokenizer may count more (code,
+    digits, non-Latin scripts): the bound is that no token is shorter than
+    a byte (byte-level BPE and byte-fallback vocabularies alike), so the
+    prompt has at most as many tokens as its JSON has bytes, four times the
+    estimate, plus what the template adds. Below that, no count can pass."""
+    estimate = compaction.estimate_tokens(plan.body["messages"], plan.body.get("tools"))
+    return 4 * (estimate + 1) + TEMPLATE_TOKENS <= limit
 
 
 # More tokens than any context window holds: a tokenizer answering more is wrong.

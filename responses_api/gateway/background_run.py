@@ -92,6 +92,7 @@ async def run(organisation_id: int, response_id: str) -> None:
         await asyncio.wait([work])
         await _ended(call, sink, job, cancelled=cancelled or work.cancelled())
     finally:
+        await exchange.drop_hold()
         await events.lease_drop(organisation_id, response_id)
 
 

@@ -85,6 +85,7 @@ class ApiConsumer:
         except Exception as exc:  # a bug: the request still ends, with its row
             await _salvage(call, exc)
         finally:
+            await exchange.drop_hold()
             if telemetry.tracer is not None and (trace := telemetry.current.get()) is not None:
                 trace_end(call, trace)
 

@@ -22,7 +22,7 @@ import orjson
 from responses_api.gateway.client import CLIENT_ID_LENGTH, NO_CLIENT, Client
 from responses_api.runtime import redis_conn
 from responses_api.runtime.metrics import request_observe
-from responses_api.usage.holds import spend_settle
+from responses_api.usage.holds import spend_release, spend_settle
 from responses_api.usage.writer import sink
 
 if TYPE_CHECKING:
@@ -333,6 +333,11 @@ class Exchange:
         if releases:
             await asyncio.shield(redis_conn.run_releases(releases))
 
+    async def drop_hold(self) -> None:
+        """A spend hold no row settled, given back: every ending's last step."""
+        spend, self.spend = self.spend, None
+        await spend_release(spend)
+
     async def submit(self) -> None:
         """Hand the row over (once; none for an unauthenticated request)."""
         if self.submitted or self.caller is None:
@@ -351,6 +356,7 @@ class Exchange:
             appending = sink.submit(row, scripts=settle) if settle else sink.submit(row)
             if appending is not None:
                 await asyncio.shield(appending)
+        self.spend = None  # else kept for ``drop_hold``: a second give-back is a no-op
         request_observe(row=row)
         log.info("request", extra={"switchyard": {k: row[k] for k in _LOG_FIELDS}})
 

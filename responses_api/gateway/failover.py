@@ -179,6 +179,29 @@ async def _open(route: Route, plan: ChatPlan) -> tuple[Answer | None, ApiError |
     raise error
 
 
+@asynccontextmanager
+async def first_token_deadline(
+    exchange: Exchange, seconds: float
+) -> AsyncIterator[asyncio.Timeout]:
+    """The block, open a backend and read its answer, under the first
+    token's deadline (queueing included): past it, the 504 a backend that
+    says nothing earns. The reader lifts the deadline (``reschedule(None)``)
+    once a token came: a stream's pace after that is the read timeout's."""
+    deadline = asyncio.timeout(seconds)
+    try:
+        async with deadline:
+            yield deadline
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        backend = exchange.backend
+        raise ApiError(
+            504,
+            f"Backend '{backend.name if backend else '?'}' sent no token within {seconds:g} s.",
+            code="backend_timeout",
+        ) from None
+
+
 def upstream_error(
     status: int, content: bytes, headers: Mapping[str, str], backend_name: str
 ) -> ApiError:

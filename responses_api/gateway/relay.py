@@ -11,7 +11,6 @@ its answer as a stream (``relay_stream``) or as one JSON body
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -180,23 +179,10 @@ async def _relay_json(
     events; a JSON answer cannot, so a backend that sends no token within
     the model's first-token timeout (queueing included) is a 504 rather
     than a connection held for the read timeout."""
-    deadline = asyncio.timeout(first_token_timeout)
-    try:
-        async with deadline, upstream as attempt:
-            output.plan = attempt.plan
-            await read_answer(
-                attempt.answer, output.translator, attempt.route.backend.name, deadline
-            )
-    except TimeoutError:
-        if not deadline.expired():
-            raise
-        backend = exchange.backend
-        raise ApiError(
-            504,
-            f"Backend '{backend.name if backend else '?'}' sent no token within "
-            f"{first_token_timeout:g} s.",
-            code="backend_timeout",
-        ) from None
+    waiting = failover.first_token_deadline(exchange, first_token_timeout)
+    async with waiting as deadline, upstream as attempt:
+        output.plan = attempt.plan
+        await read_answer(attempt.answer, output.translator, attempt.route.backend.name, deadline)
 
 
 def parse_request(body: bytes, headers: dict[bytes, bytes]) -> CreateResponse:

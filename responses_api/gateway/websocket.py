@@ -372,8 +372,8 @@ class Connection:
             last = writer.last if isinstance(writer, FrameWriter) else None
             self.chain.answered(last.get("response") if last is not None else None)
             self.call = None
-            if exchange.releases:
-                await exchange.give_back_held()
+            await exchange.give_back_held()
+            await exchange.drop_hold()
 
     async def _answer(self, call: Call, frame: Frame) -> None:
         if frame.error is not None:

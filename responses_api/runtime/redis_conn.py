@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -307,7 +308,9 @@ class LeaseKeeper:
 
     def __init__(self, seconds: float = 30.0) -> None:
         self.seconds = seconds
-        self.held: dict[tuple[str, str], None] = {}
+        # Per lease: the task whose end ends it, and the monotonic time past
+        # which it is renewed no more (None: neither, it lasts until dropped).
+        self.held: dict[tuple[str, str], tuple[asyncio.Future[Any] | None, float | None]] = {}
         self._tasks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
             weakref.WeakKeyDictionary()
         )
@@ -315,8 +318,20 @@ class LeaseKeeper:
     def expiry(self, now: float) -> float:
         return now + self.seconds
 
-    def hold(self, key: str, member: str) -> None:
-        self.held[(key, member)] = None
+    def hold(
+        self,
+        key: str,
+        member: str,
+        *,
+        owner: asyncio.Future[Any] | None = None,
+        at_most: float | None = None,
+    ) -> None:
+        """Renew ``member`` until it is dropped; with ``owner``, no longer
+        once that task is done, and with ``at_most``, no longer than that
+        many seconds: a lease whose holder ended without dropping it (a bug
+        on some ending) then expires as a dead process's does."""
+        until = time.monotonic() + at_most if at_most is not None else None
+        self.held[(key, member)] = (owner, until)
         loop = asyncio.get_running_loop()
         task = self._tasks.get(loop)
         if task is None or task.done():
@@ -325,12 +340,19 @@ class LeaseKeeper:
     def drop(self, key: str, member: str) -> None:
         self.held.pop((key, member), None)
 
+    def _ended(self) -> None:
+        """Stop renewing the leases whose owner ended or whose time is up."""
+        now = time.monotonic()
+        for lease, (owner, until) in list(self.held.items()):
+            if (owner is not None and owner.done()) or (until is not None and now >= until):
+                self.held.pop(lease, None)
+
     async def _renew_forever(self) -> None:
         import logging
-        import time
 
         while self.held:
             await asyncio.sleep(self.seconds / 3)
+            self._ended()
             held = list(self.held)
             if not held:
                 continue

@@ -16,10 +16,19 @@ sorted set the holds' expiries, renewed while their request runs
 (``redis_conn.leases``): a process that dies gives its holds back within the
 lease time, the next admission dropping them. Without Redis the same
 arithmetic runs on this process's memory.
+
+A hold lives no longer than its request: every ending gives it back
+(``Exchange.drop_hold`` when no row settled it), and as a backstop it is
+renewed only while the task serving its request runs, and for at most
+``MAX_HOLD_SECONDS``; in memory it is dropped on the same terms by the next
+admission. An ending that missed it (a bug) then costs a lease time, not
+the room of the budget for the life of the process.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from decimal import Decimal
 from typing import Any
@@ -28,6 +37,11 @@ from responses_api.runtime import redis_conn
 from responses_api.usage.spend import COST_UNITS, SpendPlan, local_counters
 
 REFUSED, RESERVED, MISSING = 0, 1, -1
+
+# The longest a hold is kept, in seconds: a day, the longest first-token
+# deadline a model may have (``served_models.MAX_FIRST_TOKEN_TIMEOUT``). A
+# request running longer loses only its hold; its row still counts its cost.
+MAX_HOLD_SECONDS = 86_400.0
 
 # KEYS per scope i: cost counter (4i-3), tokens counter (4i-2), holds hash
 # (4i-1), holds' expiries (4i). ARGV: now, expiry, hold id, units, tokens,
@@ -114,8 +128,11 @@ class _Holds:
 
     def __init__(self) -> None:
         self.held: dict[str, dict[str, tuple[int, int]]] = {}
+        # Per hold id: the task serving its request, and when it is kept no longer.
+        self.owners: dict[str, tuple[asyncio.Future[Any] | None, float]] = {}
 
-    def reserve(self, plan: SpendPlan) -> list[int]:
+    def reserve(self, plan: SpendPlan, owner: asyncio.Future[Any] | None = None) -> list[int]:
+        self._ended()
         values = local_counters.read(plan.keys())
         if None in values:
             return [MISSING]
@@ -137,9 +154,30 @@ class _Holds:
         for scope in plan.scopes:
             holds = self.held.setdefault(scope.base(plan.month), {})
             holds[plan.hold_id] = (plan.units, plan.tokens)
+        self.owners[plan.hold_id] = (owner, time.monotonic() + MAX_HOLD_SECONDS)
         return out
 
+    def _ended(self) -> None:
+        """Drop the holds whose request's task ended, or whose time is up,
+        without their row settling them (as Redis drops expired ones)."""
+        now = time.monotonic()
+        gone = {
+            hold_id
+            for hold_id, (owner, until) in list(self.owners.items())
+            if (owner is not None and owner.done()) or now >= until
+        }
+        if not gone:
+            return
+        for base, holds in list(self.held.items()):
+            for hold_id in gone.intersection(holds):
+                del holds[hold_id]
+            if not holds:
+                self.held.pop(base, None)
+        for hold_id in gone:
+            self.owners.pop(hold_id, None)
+
     def settle(self, plan: SpendPlan, units: int, tokens: int) -> None:
+        self.owners.pop(plan.hold_id, None)
         for scope in plan.scopes:
             base = scope.base(plan.month)
             holds = self.held.get(base)
@@ -171,27 +209,31 @@ def reserve_call(plan: SpendPlan) -> redis_conn.ScriptCall:
     return redis_conn.ScriptCall(_RESERVE, _keys(plan), args)
 
 
-def reserve_result(plan: SpendPlan, result: list[Any]) -> tuple[int, list[int]]:
+def reserve_result(
+    plan: SpendPlan, result: list[Any], owner: asyncio.Future[Any] | None = None
+) -> tuple[int, list[int]]:
     """The reservation's answer (from Redis or :func:`reserve_local`):
     (RESERVED, REFUSED or MISSING, the counts per scope). A hold starts
-    being renewed while its request runs."""
+    being renewed, while ``owner`` (the task serving its request) runs."""
     status = int(result[0])
     if status == RESERVED and redis_conn.enabled():
         keys = _keys(plan)
         for i in range(len(plan.scopes)):
-            redis_conn.leases.hold(keys[4 * i + 3], plan.hold_id)
+            redis_conn.leases.hold(
+                keys[4 * i + 3], plan.hold_id, owner=owner, at_most=MAX_HOLD_SECONDS
+            )
     return status, [int(v) for v in result[1:]]
 
 
-async def reserve(plan: SpendPlan) -> list[Any]:
+async def reserve(plan: SpendPlan, owner: asyncio.Future[Any] | None = None) -> list[Any]:
     """The reservation on a round trip of its own (after a rebuild)."""
     if not redis_conn.enabled():
-        return local_holds.reserve(plan)
+        return local_holds.reserve(plan, owner)
     return await redis_conn.run_call(reserve_call(plan))
 
 
-def reserve_local(plan: SpendPlan) -> list[int]:
-    return local_holds.reserve(plan)
+def reserve_local(plan: SpendPlan, owner: asyncio.Future[Any] | None = None) -> list[int]:
+    return local_holds.reserve(plan, owner)
 
 
 def spend_settle(plan: SpendPlan, row: dict[str, Any]) -> list[redis_conn.ScriptCall]:
@@ -208,3 +250,17 @@ def spend_settle(plan: SpendPlan, row: dict[str, Any]) -> list[redis_conn.Script
     for i in range(len(plan.scopes)):
         redis_conn.leases.drop(keys[4 * i + 3], plan.hold_id)
     return [redis_conn.ScriptCall(_SETTLE, keys, [plan.hold_id, units, tokens])]
+
+
+async def spend_release(plan: SpendPlan | None) -> None:
+    """Give back a hold that no row settled (its request ended without
+    handing one over), counting nothing. Redis away, it expires as the
+    leases of a dead process do: it is no longer renewed."""
+    if plan is None:
+        return
+    settle = spend_settle(plan, {})
+    try:
+        if settle:
+            await asyncio.shield(redis_conn.run_batch((), settle))
+    except Exception:
+        logging.getLogger(__name__).warning("a spend hold could not be given back", exc_info=True)

@@ -165,6 +165,47 @@ def test_the_hold_of_a_process_that_died_expires(people, key_id):
         client.close()
 
 
+def test_a_hold_whose_request_ended_without_giving_it_back_is_kept_no_longer(people, key_id):
+    """The backstop for an ending that misses its hold: once the task that
+    took it (the request's) has ended, the lease is renewed no more
+    (Redis), or the next admission drops it (memory). A hold whose task
+    still runs stays."""
+    from responses_api.usage.holds import local_holds
+
+    acme = people["acme"]
+
+    async def owned(plan: SpendPlan) -> int:
+        owner = asyncio.current_task()
+        await spend_rebuild(plan)
+        return reserve_result(plan, await reserve(plan, owner), owner)[0]
+
+    def renewed(plan: SpendPlan) -> bool:
+        redis_conn.leases._ended()
+        return (f"sy:spend:key:{key_id}:{plan.month}:z", plan.hold_id) in redis_conn.leases.held
+
+    left = plan_for(acme, key_id, units=ONE, budget=Decimal(1))
+    assert scenario(lambda: owned(left)) == RESERVED
+    if redis_conn.enabled():
+        assert not renewed(left)
+    else:
+        later = plan_for(acme, key_id, units=0, budget=Decimal(1))
+        assert scenario(lambda: admit(later)) == (RESERVED, [0, 0, 0, 0])
+        assert left.hold_id not in local_holds.owners
+
+    kept = plan_for(acme, key_id, units=ONE, budget=Decimal(100))
+
+    async def running() -> bool:
+        await owned(kept)
+        if redis_conn.enabled():
+            alive = renewed(kept)
+            redis_conn.leases.drop(f"sy:spend:key:{key_id}:{kept.month}:z", kept.hold_id)
+            return alive
+        await admit(plan_for(acme, key_id, units=0, budget=Decimal(100)))
+        return kept.hold_id in local_holds.owners
+
+    assert scenario(running)
+
+
 @pytest.fixture
 def organisation_counters(people):
     """Acme's and Globex's organisation counters, gone before and after (an
