@@ -83,6 +83,25 @@ STREAMS: dict[str, list[bytes]] = {
 }
 
 
+# A flood: 256 MiB of answer, in 64 KiB pieces of text, sent as fast as the
+# connection takes it (most of it never is: the gateway hangs up first).
+FLOOD_BYTES = 256 * 1024 * 1024
+_PIECE = "x" * (64 * 1024)
+FLOOD_CHUNK = _chunk({"content": _PIECE})
+# A non-streamed answer's JSON body, around the same text.
+FLOOD_JSON_HEAD = (
+    b'{"id": "chatcmpl-hostile", "object": "chat.completion", "model": "sim-model", '
+    b'"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", '
+    b'"content": "'
+)
+FLOOD_JSON_TAIL = b'"}}], "usage": {"prompt_tokens": 5, "completion_tokens": 5}}'
+# What each flood sends before its text: a count of one output token, or nothing.
+FLOOD_BEFORE: dict[str, bytes] = {
+    "flood": _chunk({"role": "assistant", "content": ""}),
+    "flood-lying": _usage({"prompt_tokens": 5, "completion_tokens": 1}),
+}
+
+
 # The behaviours whose answer is no Chat Completions answer.
 MALFORMED = [
     "content-int",
@@ -108,6 +127,8 @@ class HostileBackend:
         self.tokenize_calls = 0
         # A behaviour for every chat request, whatever its messages say.
         self.behaviour: str | None = None
+        # How many bytes of text each flood sent before the client hung up.
+        self.flooded: list[int] = []
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
@@ -156,6 +177,12 @@ class HostileBackend:
             response = web.StreamResponse(headers={"content-type": "text/event-stream"})
             await response.prepare(request)
             await asyncio.sleep(3600)
+        if behaviour == "flood-json":
+            return await self._flood(request, "application/json", FLOOD_JSON_HEAD, _PIECE.encode())
+        if behaviour in FLOOD_BEFORE:
+            return await self._flood(
+                request, "text/event-stream", FLOOD_BEFORE[behaviour], FLOOD_CHUNK
+            )
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
         if behaviour == "slow":  # long enough for a client to leave mid-way
@@ -166,6 +193,27 @@ class HostileBackend:
         for piece in STREAMS.get(behaviour, STREAMS["ok"]):
             await response.write(piece)
         await response.write_eof()
+        return response
+
+    async def _flood(
+        self, request: web.Request, content_type: str, head: bytes, piece: bytes
+    ) -> web.StreamResponse:
+        """``head``, then ``piece`` until ``FLOOD_BYTES`` went out or the
+        client hung up; ``flooded`` records how many bytes of text went."""
+        response = web.StreamResponse(headers={"content-type": content_type})
+        await response.prepare(request)
+        sent = 0
+        try:
+            await response.write(head)
+            while sent < FLOOD_BYTES:
+                await response.write(piece)
+                sent += len(piece)
+            tail = FLOOD_JSON_TAIL if content_type == "application/json" else STOP + DONE
+            await response.write(tail)
+            await response.write_eof()
+        except (ConnectionError, RuntimeError):
+            pass  # the client hung up
+        self.flooded.append(sent)
         return response
 
     def __enter__(self) -> HostileBackend:
@@ -187,7 +235,9 @@ def _behaviour(body: dict[str, Any]) -> str:
         if isinstance(content, list):
             content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
         text = str(content or "")
-        return text.split("hostile:", 1)[1].split()[0] if "hostile:" in text else "ok"
+        # The last user message naming one (a compaction's is its prompt).
+        if "hostile:" in text:
+            return text.split("hostile:", 1)[1].split()[0]
     return "ok"
 
 

@@ -84,14 +84,21 @@ async def ahead(
         seal=seal,
         model_id=model.public_id,
     )
-    base = StreamTranslator(response_id=new_id("resp"), model=request.model, echo={}, quiet=True)
+    summary = prepare_chat(asked.request, limits=model.limits, seal=seal)
+    base = StreamTranslator(
+        response_id=new_id("resp"),
+        model=request.model,
+        echo={},
+        quiet=True,
+        max_output_tokens=summary.max_output_tokens,
+    )
     translator = compaction.CompactionTranslator(
         base, seal=seal, model_id=model.public_id, kept=[], compacted=False
     )
     pinned = call.headers.get(b"x-backend-id")
     upstream = failover.upstream(
         exchange,
-        draft=prepare_chat(asked.request, limits=model.limits, seal=seal),
+        draft=summary,
         model=model,
         pinned=pinned.decode("latin-1").strip() if pinned else None,
         affinity=affinity,

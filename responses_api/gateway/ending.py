@@ -23,6 +23,8 @@ from responses_api.protocol.errors import ApiError
 
 # The `error.code` a stream's `response.failed` may carry (README, "Responses API compatibility").
 STREAM_FAILURE_CODES = frozenset({"server_error", "rate_limit_exceeded", "invalid_prompt"})
+# Characters of output past which a stream's closing events go out one by one.
+LONG_ANSWER = 64 * 1024
 
 
 async def end_exchange(
@@ -55,6 +57,14 @@ async def end_exchange(
         events = _terminal(call, output, error)
         if call.keep is not None:
             await call.keep.save(events[-1]["response"])
+        if output.translator.output_cap.held > LONG_ANSWER:
+            # Each closing event repeats the answer's text (the item's
+            # ``.done`` events, then the response): encoded together they
+            # would hold it four times over at once. One at a time, each
+            # write waits for the one before to drain.
+            for event in events[:-1]:
+                await responder.chunk(output.writer.encode([event]))
+            events = events[-1:]
         await responder.end_stream(output.writer.encode(events))
     elif error is not None:
         await responder.error(error)

@@ -379,4 +379,5 @@ def _translator(
         max_tool_calls=plan.max_tool_calls,
         quiet=quiet,
         seal=plan.seal,
+        max_output_tokens=plan.max_output_tokens,
     )

@@ -3,6 +3,11 @@
 The backend is asked to stream even then: the row's ``ttft`` and the
 ``Server-Timing`` header need the first token's time. The body
 itself is the ending's (``ending.end_exchange``), built from the translator.
+
+An answer is read up to its output cap (``translate.output_cap``), and no
+further: the backend is hung up on (the answer, not complete, closes its
+connection), and the response ends ``incomplete``, or failed when the
+backend's own count of tokens could not hold what it sent (:func:`past_cap`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from responses_api.backends.sse import (
     malformed,
     stream_error,
 )
+from responses_api.protocol.errors import ApiError
 from responses_api.translate.chunks import BadChunk
 from responses_api.translate.stream import StreamTranslator
 
@@ -44,7 +50,24 @@ async def read_answer(
             if reader.done:
                 answer.complete = True
                 return
+            if translator.output_cap.reached:
+                past_cap(translator, backend_name)
+                return
     except (UpstreamProtocolError, BackendError) as exc:
         raise broken(exc) from None
     except BadChunk as exc:
         raise malformed(backend_name, exc) from None
+
+
+def past_cap(translator: StreamTranslator, backend_name: str) -> None:
+    """An answer that reached its output cap ends there, incomplete; unless
+    its backend had said it wrote fewer tokens than that: its count was
+    false (``OutputCap.miscounted``), a 502 ``backend_error`` naming it."""
+    usage = translator.usage
+    if translator.output_cap.miscounted(usage.output_tokens if usage.reported else None):
+        raise ApiError(
+            502,
+            f"Backend '{backend_name}' sent more output than the {usage.output_tokens} "
+            "tokens it counted can hold.",
+            code="backend_error",
+        )

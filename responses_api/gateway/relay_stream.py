@@ -26,6 +26,7 @@ from responses_api.backends.sse import (
 )
 from responses_api.gateway.call import Call, Output
 from responses_api.gateway.failover import Attempt
+from responses_api.gateway.relay_json import past_cap
 from responses_api.gateway.responder import Responder
 from responses_api.translate.chunks import BadChunk
 from responses_api.translate.stream import StreamTranslator
@@ -98,6 +99,9 @@ async def _pump(
                 await responder.chunk(writer.encode(events))
             if reader.done:
                 answer.complete = True
+                return
+            if translator.output_cap.reached:  # hung up on: see relay_json
+                past_cap(translator, attempt.route.backend.name)
                 return
     except (UpstreamProtocolError, BackendError) as exc:
         raise broken(exc) from None

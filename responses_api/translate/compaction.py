@@ -255,6 +255,7 @@ class CompactionTranslator(StreamTranslator):
             echo=base.echo,
             created_at=base.created_at,
             quiet=True,
+            max_output_tokens=base.output_cap.max_output_tokens,
         )
         self.compact_seal = seal
         self.model_id = model_id
@@ -286,15 +287,21 @@ class CompactionTranslator(StreamTranslator):
         return text or EMPTY_SUMMARY
 
     @property
+    def cut(self) -> bool:
+        """Whether the summary was cut at the token limit, by the backend or
+        at the output cap (``translate.output_cap``)."""
+        return self.finish_reason == "length" or self.output_cap.reached
+
+    @property
     def status(self) -> tuple[str, str | None]:
         # A summary cut at the token limit still compacts: the conversation
         # goes on (an unfinished compaction would end a Codex session).
-        if self.finish_reason == "length":
+        if self.cut:
             return "completed", None
         return super().status
 
     def notices(self) -> list[tuple[str, str]]:
-        if self.finish_reason != "length":
+        if not self.cut:
             return super().notices()
         return [
             *super().notices(),
@@ -357,6 +364,7 @@ class AheadTranslator(StreamTranslator):
             created_at=base.created_at,
             quiet=base.quiet,
             seal=base.seal,
+            max_output_tokens=base.output_cap.max_output_tokens,
         )
         self.items.append(Item("compaction", 0, item["id"], closed=True, done_item=item))
         self.ahead = usage

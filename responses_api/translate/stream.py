@@ -30,6 +30,7 @@ from responses_api.translate.events import (
     text_opened,
 )
 from responses_api.translate.items import Item, append_text, new_call, new_id, whole_json
+from responses_api.translate.output_cap import ITEM_CHARS, OutputCap
 from responses_api.translate.response import envelope
 from responses_api.translate.sealing import ReasoningSeal
 from responses_api.translate.token_usage import Usage, usage_dict
@@ -56,6 +57,7 @@ class StreamTranslator:
         created_at: float | None = None,
         quiet: bool = False,
         seal: ReasoningSeal | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         self.response_id = response_id
         # A non-streamed answer needs only the final response: no event per token.
@@ -76,10 +78,9 @@ class StreamTranslator:
         self.dropped_calls: set[int] = set()
         self.usage = Usage()
         self.finish_reason: str | None = None
-        self.deltas = 0  # content/reasoning/argument deltas seen: a token estimate
-        self.reasoning_deltas = 0
         self.first_token_at: float | None = None
         self.upstream_model: str | None = None
+        self.output_cap = OutputCap(max_output_tokens)
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -108,7 +109,10 @@ class StreamTranslator:
         check of :func:`check_chunk` first, which costs 0.6 µs, a fifth of
         the event loop's instructions per relayed token. The fast path may
         only take chunks the typed check accepts unchanged;
-        ``tests/translate/test_chunks.py`` holds it to that."""
+        ``tests/translate/test_chunks.py`` holds it to that. Past the
+        output cap, no chunk is read."""
+        if self.output_cap.reached:
+            return []
         choices = data.get("choices")
         if type(choices) is list and len(choices) == 1 and data.get("usage") is None:
             choice = choices[0]
@@ -175,12 +179,16 @@ class StreamTranslator:
             self._text_delta("message", refusal, events)
 
     def _mark_token(self) -> None:
-        self.deltas += 1
+        self.output_cap.deltas += 1
         if self.first_token_at is None:
             self.first_token_at = time.perf_counter()
 
     def _text_delta(self, kind: str, text: str, events: list[Event]) -> None:
         self._mark_token()
+        if (room := self.output_cap.room(len(text))) < len(text):
+            if not room:
+                return
+            text = text[:room]
         item = self.open_text
         if item is None or item.kind != kind:
             if item is not None:
@@ -191,7 +199,7 @@ class StreamTranslator:
             item = self._open(kind, events)
             self.open_text = item
         if kind == "reasoning":
-            self.reasoning_deltas += 1
+            self.output_cap.reasoning_deltas += 1
         append_text(item.text, text)
         if self.quiet:
             return
@@ -209,6 +217,7 @@ class StreamTranslator:
         )
 
     def _open(self, kind: str, events: list[Event]) -> Item:
+        self.output_cap.room(ITEM_CHARS)
         item = Item(kind, len(self.items), new_id("msg" if kind == "message" else "rs"))
         self.items.append(item)
         events.extend(text_opened(item))
@@ -226,6 +235,8 @@ class StreamTranslator:
             if self.max_tool_calls is not None and len(self.calls) >= self.max_tool_calls:
                 self.dropped_calls.add(index)
                 return
+            if self.output_cap.room(ITEM_CHARS) < ITEM_CHARS:
+                return
             if self.open_text is not None:
                 events.extend(self._close(self.open_text))
                 self.open_text = None
@@ -236,9 +247,10 @@ class StreamTranslator:
             else:
                 self.waiting.append(item)
         arguments = function.get("arguments")
-        if arguments:
+        if arguments and not self.output_cap.reached:
             self._mark_token()
-            if item.closed:
+            arguments = arguments[: self.output_cap.room(len(arguments))]
+            if not arguments or item.closed:
                 # More for a call already done: it was complete JSON when the
                 # backend moved on, so this can only be trailing junk.
                 return
@@ -304,7 +316,7 @@ class StreamTranslator:
 
     @property
     def status(self) -> tuple[str, str | None]:
-        if self.finish_reason == "length":
+        if self.finish_reason == "length" or self.output_cap.reached:
             return "incomplete", "max_output_tokens"
         if self.finish_reason == "content_filter":
             return "incomplete", "content_filter"
@@ -376,4 +388,5 @@ class StreamTranslator:
         )
 
     def final_usage(self) -> Usage:
-        return self.usage.final(self.deltas, self.reasoning_deltas)
+        output = self.output_cap
+        return self.usage.final(output.deltas, output.reasoning_deltas)

@@ -49,7 +49,7 @@ def _seen(translator: StreamTranslator, events: list[dict]) -> tuple:
         ["".join(item.text) for item in translator.items],
         translator.finish_reason,
         translator.upstream_model,
-        translator.deltas,
+        translator.output_cap.deltas,
     )
 
 
