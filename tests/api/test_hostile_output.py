@@ -15,8 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
-from openai import APIStatusError, OpenAI
+from openai import OpenAI
 
 from responses_api.translate.output_cap import output_cap
 from tests.conftest import usage_rows, wait_for
@@ -29,6 +30,9 @@ SLACK_KB = 64 * 1024
 # What the backend may have sent before the gateway hung up: the cap, what
 # the sockets' buffers took meanwhile, and the reads in flight.
 SENT_AT_MOST = 32 * 1024 * 1024
+# What this test reads of an answer: a gateway that relays the whole flood
+# fails here, before the test process holds it.
+READ_AT_MOST = 16 * 1024 * 1024
 ASKED = 100
 MODEL_LIMIT = 500
 
@@ -90,82 +94,108 @@ def _rows_settle(organisation, count: int):
     return rows
 
 
-def _bounded(peak: Peak, hostile: HostileBackend) -> None:
+def _bounded(peak: Peak, hostile: HostileBackend, floods: int = 1) -> None:
     assert peak.grew_kb() < SLACK_KB, f"peak RSS grew by {peak.grew_kb()} kB"
     # The backend's handler sees the connection closed in its own time.
-    [sent] = wait_for(lambda: hostile.flooded, timeout=30)
-    assert sent < min(SENT_AT_MOST, FLOOD_BYTES)
+    sent = wait_for(lambda: len(hostile.flooded) >= floods and hostile.flooded, timeout=30)
+    assert len(sent) == floods
+    assert max(sent) < min(SENT_AT_MOST, FLOOD_BYTES)
+
+
+def _ask(api_server, acme, body: dict, path: str = "/v1/responses") -> tuple[int, object]:
+    """POST ``body``: the status and the decoded answer (a stream's events,
+    as a list), read up to ``READ_AT_MOST`` bytes."""
+    read = bytearray()
+    with httpx.stream(
+        "POST",
+        api_server.url + path,
+        headers={"Authorization": f"Bearer {acme.key}"},
+        json=body,
+        timeout=60,
+    ) as answer:
+        for data in answer.iter_raw():
+            read += data
+            if len(read) > READ_AT_MOST:
+                pytest.fail(f"the gateway sent more than {READ_AT_MOST} bytes")
+    if not body.get("stream"):
+        return answer.status_code, orjson.loads(read)
+    events = [
+        orjson.loads(line[6:]) for line in bytes(read).split(b"\n") if line.startswith(b"data: ")
+    ]
+    return answer.status_code, events
+
+
+def _text(response: dict) -> str:
+    return "".join(
+        part["text"]
+        for item in response["output"]
+        if item["type"] == "message"
+        for part in item["content"]
+    )
+
+
+def _notices(response: dict) -> list[str]:
+    return [n["code"] for n in response["switchyard"]["notices"]]
 
 
 @pytest.mark.parametrize("asked", [ASKED, None])
 def test_a_flood_to_a_non_streamed_request_is_cut_at_its_output_cap(
-    client, acme, hostile, peak, asked
+    api_server, acme, hostile, peak, asked
 ):
     """Without max_output_tokens, the model's own limit sets the cap."""
-    response = client.responses.create(
-        model="sim-model", input="hostile:flood", max_output_tokens=asked
-    )
-    assert response.status == "incomplete"
-    assert response.incomplete_details.reason == "max_output_tokens"
-    text = response.output_text
-    assert 0 < len(text) <= output_cap(asked or MODEL_LIMIT)
+    body = {"model": "sim-model", "input": "hostile:flood"}
+    if asked is not None:
+        body["max_output_tokens"] = asked
+    status, response = _ask(api_server, acme, body)
+    assert status == 200
+    assert response["status"] == "incomplete"
+    assert response["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert 0 < len(_text(response)) <= output_cap(asked or MODEL_LIMIT)
     assert output_cap(ASKED) < output_cap(MODEL_LIMIT)
     _bounded(peak, hostile)
-    row = _rows_settle(acme.organisation, 2)[-1]
-    assert row.status == 200
+    assert _rows_settle(acme.organisation, 2)[-1].status == 200
 
 
-def test_a_flood_to_a_streamed_request_is_cut_at_its_output_cap(client, acme, hostile, peak):
-    with client.responses.stream(
-        model="sim-model", input="hostile:flood", max_output_tokens=ASKED
-    ) as stream:
-        events = list(stream)
+def test_a_flood_to_a_streamed_request_is_cut_at_its_output_cap(api_server, acme, hostile, peak):
+    body = {"model": "sim-model", "input": "hostile:flood", "max_output_tokens": ASKED}
+    status, events = _ask(api_server, acme, {**body, "stream": True})
+    assert status == 200
     last = events[-1]
-    assert last.type == "response.incomplete"
-    assert last.response.incomplete_details.reason == "max_output_tokens"
-    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert last["type"] == "response.incomplete"
+    assert last["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+    deltas = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
     assert 0 < len(deltas) <= output_cap(ASKED)
-    assert last.response.output_text == deltas
+    assert _text(last["response"]) == deltas
     _bounded(peak, hostile)
     assert _rows_settle(acme.organisation, 2)[-1].status == 200
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_backend_whose_count_cannot_hold_its_flood_fails(client, acme, hostile, peak, stream):
+def test_a_backend_whose_count_cannot_hold_its_flood_fails(api_server, acme, hostile, peak, stream):
     """It said one output token, then sent more than any one token holds."""
+    body = {"model": "sim-model", "input": "hostile:flood-lying", "max_output_tokens": ASKED}
+    status, answer = _ask(api_server, acme, {**body, "stream": stream})
     if stream:
-        with client.responses.stream(
-            model="sim-model", input="hostile:flood-lying", max_output_tokens=ASKED
-        ) as events:
-            last = list(events)[-1]
-        assert last.type == "response.failed"
-        assert "Backend 'hostile'" in last.response.error.message
+        last = answer[-1]
+        assert last["type"] == "response.failed"
+        assert "Backend 'hostile'" in last["response"]["error"]["message"]
     else:
-        with pytest.raises(APIStatusError) as caught:
-            client.responses.create(
-                model="sim-model", input="hostile:flood-lying", max_output_tokens=ASKED
-            )
-        assert caught.value.status_code == 502
-        assert caught.value.response.json()["error"]["code"] == "backend_error"
+        assert status == 502
+        assert answer["error"]["code"] == "backend_error"
     _bounded(peak, hostile)
     row = _rows_settle(acme.organisation, 2)[-1]
     assert row.status == 502 and row.error_code == "backend_error"
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_flood_as_one_json_body_fails_at_the_line_limit(client, acme, hostile, peak, stream):
+def test_a_flood_as_one_json_body_fails_at_the_line_limit(api_server, acme, hostile, peak, stream):
     """A JSON body is one line to the stream reader: refused past 1 MB."""
+    body = {"model": "sim-model", "input": "hostile:flood-json", "max_output_tokens": ASKED}
+    status, answer = _ask(api_server, acme, {**body, "stream": stream})
     if stream:
-        with client.responses.stream(
-            model="sim-model", input="hostile:flood-json", max_output_tokens=ASKED
-        ) as events:
-            assert list(events)[-1].type == "response.failed"
+        assert answer[-1]["type"] == "response.failed"
     else:
-        with pytest.raises(APIStatusError) as caught:
-            client.responses.create(
-                model="sim-model", input="hostile:flood-json", max_output_tokens=ASKED
-            )
-        assert caught.value.status_code == 502
+        assert status == 502
     _bounded(peak, hostile)
     assert _rows_settle(acme.organisation, 2)[-1].status == 502
 
@@ -179,41 +209,53 @@ def _trigger() -> list[dict]:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_flooded_compaction_seals_a_summary_cut_at_the_cap(client, acme, hostile, peak, stream):
-    if stream:
-        with client.responses.stream(
-            model="sim-model", input=_trigger(), max_output_tokens=ASKED
-        ) as events:
-            response = list(events)[-1].response
-    else:
-        response = client.responses.create(
-            model="sim-model", input=_trigger(), max_output_tokens=ASKED
-        )
-    assert response.status == "completed"
-    [item] = response.output
-    assert item.type == "compaction"
+def test_a_flooded_compaction_seals_a_summary_cut_at_the_cap(
+    api_server, acme, hostile, peak, stream
+):
+    body = {"model": "sim-model", "input": _trigger(), "max_output_tokens": ASKED}
+    status, answer = _ask(api_server, acme, {**body, "stream": stream})
+    response = answer[-1]["response"] if stream else answer
+    assert status == 200
+    assert response["status"] == "completed"
+    [item] = response["output"]
+    assert item["type"] == "compaction"
     # A sealed summary of at most the cap's characters: base64 of its bytes.
-    assert len(item.encrypted_content) < output_cap(ASKED) * 4 // 3 + 1024
-    notices = response.model_extra["switchyard"]["notices"]
-    assert "compaction_summary_truncated" in [n["code"] for n in notices]
+    assert len(item["encrypted_content"]) < output_cap(ASKED) * 4 // 3 + 1024
+    assert "compaction_summary_truncated" in _notices(response)
     _bounded(peak, hostile)
     assert _rows_settle(acme.organisation, 2)[-1].status == 200
 
 
-def test_a_flooded_compact_call_is_bounded_by_the_models_limit(
-    api_server, client, acme, hostile, peak
-):
+def test_a_flooded_compact_call_is_bounded_by_the_models_limit(api_server, acme, hostile, peak):
     """``/responses/compact`` takes no max_output_tokens: the model's limit caps it."""
-    answer = httpx.post(
-        api_server.url + "/v1/responses/compact",
-        headers={"Authorization": f"Bearer {acme.key}"},
-        json={"model": "sim-model", "input": _trigger()[:2]},
-        timeout=60,
-    )
-    assert answer.status_code == 200, answer.text
-    body = answer.json()
-    item = body["output"][-1]
+    body = {"model": "sim-model", "input": _trigger()[:2]}
+    status, answer = _ask(api_server, acme, body, "/v1/responses/compact")
+    assert status == 200, answer
+    item = answer["output"][-1]
     assert item["type"] == "compaction"
     assert len(item["encrypted_content"]) < output_cap(MODEL_LIMIT) * 4 // 3 + 1024
+    assert "compaction_summary_truncated" in _notices(answer)
     _bounded(peak, hostile)
+    assert _rows_settle(acme.organisation, 2)[-1].status == 200
+
+
+def test_a_flood_compacted_ahead_of_its_answer_is_cut_twice(api_server, acme, hostile, peak):
+    """``context_management``: the summary is cut at its cap and sealed, then
+    the answer, flooded too, is cut at its own."""
+    body = {
+        "model": "sim-model",
+        "input": [*_trigger()[:2], {"role": "user", "content": "hostile:flood again"}],
+        "max_output_tokens": ASKED,
+        "context_management": [{"type": "compaction", "compact_threshold": 1}],
+    }
+    status, response = _ask(api_server, acme, body)
+    assert status == 200
+    assert response["status"] == "incomplete"
+    assert response["incomplete_details"] == {"reason": "max_output_tokens"}
+    first, answer = response["output"]
+    assert first["type"] == "compaction"
+    assert len(first["encrypted_content"]) < output_cap(ASKED) * 4 // 3 + 1024
+    assert 0 < len(answer["content"][0]["text"]) <= output_cap(ASKED)
+    assert "context_compacted" in _notices(response)
+    _bounded(peak, hostile, floods=2)
     assert _rows_settle(acme.organisation, 2)[-1].status == 200
