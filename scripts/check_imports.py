@@ -131,6 +131,48 @@ def imports_of(name: str, path: Path, root: Path, modules: dict[str, Path]) -> l
     return found
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_uses(name: str, path: Path, root: Path, modules: dict[str, Path]) -> list[str]:
+    """Where a module takes another module's ``_private`` name: by ``from M
+    import _name``, or as ``m._name`` of a module it imported. A private
+    name is its module's own business; a step another module needs is made
+    public."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.name == "__init__.py"
+    where = path.relative_to(root).as_posix()
+    found: list[str] = []
+    bound: dict[str, str] = {}  # a local name -> the product module it names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in modules:
+                    bound[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = _resolve_relative(name, is_package, node.level, node.module)
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                if f"{base}.{alias.name}" in modules:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+                elif base in modules and base != name and _private(alias.name):
+                    found.append(f"  {where}:{node.lineno}: {name} imports {base}.{alias.name}")
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in bound
+            and bound[node.value.id] != name
+            and _private(node.attr)
+        ):
+            used = f"{bound[node.value.id]}.{node.attr}"
+            found.append(f"  {where}:{node.lineno}: {name} uses {used}")
+    return found
+
+
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     """Tarjan's algorithm, iteratively; components in a stable order."""
     index: dict[str, int] = {}
@@ -307,7 +349,12 @@ def check(root: Path) -> list[str]:
         f"  {path}:{line}: {importer} imports {imported}"
         for path, line, importer, imported in inside
     ]
-    return problems
+    private = [
+        line for name, path in modules.items() for line in private_uses(name, path, root, modules)
+    ]
+    if private:
+        problems.append(f"Private names used outside their module ({len(private)}):")
+    return problems + private
 
 
 def run(argv: list[str], check: Callable[[Path], list[str]], passed: str) -> int:
@@ -324,7 +371,8 @@ def main(argv: list[str]) -> int:
         argv,
         check,
         f"Imports OK: no cycles, no upward imports between {', '.join(LAYERS)}, "
-        f"nor between the parts of {INNER_APP} ({PARTS_ORDER}).",
+        f"nor between the parts of {INNER_APP} ({PARTS_ORDER}), and no module's "
+        "private names used by another.",
     )
 
 

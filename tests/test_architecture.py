@@ -117,6 +117,27 @@ def test_upward_imports_and_imports_of_config_are_reported(tmp_path):
     assert check_imports.main(["check_imports", str(tmp_path)]) == 1
 
 
+def test_a_private_name_taken_from_another_module_is_reported(tmp_path):
+    write_tree(
+        tmp_path,
+        {
+            "accounts/keys.py": "_SALT = 1\n\ndef _hash():\n    return _SALT\n",
+            "accounts/services.py": (
+                "from accounts.keys import _hash\nfrom accounts import keys\n"
+                "from . import keys as k\n\n"
+                "def f():\n    return keys._SALT, k._SALT, keys.__name__, _hash\n"
+            ),
+            "accounts/own.py": "_X = 1\n\ndef g():\n    from accounts.own import _X\n",
+        },
+    )
+    assert check_imports.check(tmp_path) == [
+        "Private names used outside their module (3):",
+        "  accounts/services.py:1: accounts.services imports accounts.keys._hash",
+        "  accounts/services.py:6: accounts.services uses accounts.keys._SALT",
+        "  accounts/services.py:6: accounts.services uses accounts.keys._SALT",
+    ]
+
+
 def test_migrations_are_not_read(tmp_path):
     write_tree(tmp_path, {"accounts/migrations/0001_initial.py": "import console\n"})
     assert check_imports.check(tmp_path) == []

@@ -34,10 +34,10 @@ from responses_api.gateway.background_job import Job, encode_event, job_dump
 from responses_api.gateway.call import Call, Reply
 from responses_api.gateway.endpoints import retrieve_response
 from responses_api.gateway.relay import (
-    _affinity,
-    _model,
-    _translator,
+    affinity_for,
     create_response,
+    model_for,
+    new_translator,
     parse_request,
 )
 from responses_api.gateway.responder import Responder
@@ -90,7 +90,7 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
             "retrieved. Leave store out or set it to true.",
             param="store",
         )
-    model = await _model(caller, request.model)
+    model = await model_for(caller, request.model)
     exchange.served_by(model)
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
@@ -111,9 +111,9 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
         dialect=first.backend.dialect,
         extra_body=first.backend.extra_body,
     )
-    translator = _translator(request, plan, True, response_id, quiet=False)
+    translator = new_translator(request, plan, True, response_id, quiet=False)
     snapshot = translator.response("queued", with_usage=False)
-    affinity = _affinity(caller, model, prepared.request, prepared.previous, response_id)
+    affinity = affinity_for(caller, model, prepared.request, prepared.previous, response_id)
     keep = continuation.Keep(
         organisation_id=caller.organisation_id,
         ttl_hours=caller.store_ttl_hours,

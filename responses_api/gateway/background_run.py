@@ -315,9 +315,7 @@ async def _close_loop() -> None:
     from responses_api.runtime import redis_conn
 
     await close_clients()
-    client = redis_conn._clients.pop(asyncio.get_running_loop(), None)
-    if client is not None:
-        await client.aclose()
+    await redis_conn.close_loop_clients()
 
 
 def run_to_end(organisation_id: int, response_id: str) -> None:

@@ -21,16 +21,14 @@ from responses_api.gateway.admission import admit
 from responses_api.gateway.auto_compact import count_tokens
 from responses_api.gateway.call import Call, Reply
 from responses_api.gateway.relay import (
-    MAX_DEPTH,
-    _deep_param,
-    _model,
-    _too_deep,
     create_response,
+    model_for,
     parse_request,
+    refuse_too_deep,
 )
 from responses_api.gateway.responder import JSON
 from responses_api.protocol.compact import CompactRequest, CountRequest
-from responses_api.protocol.errors import from_validation_error, invalid, too_deep
+from responses_api.protocol.errors import from_validation_error, invalid
 from responses_api.store import continuation
 from responses_api.store.seal import reasoning_seal
 from responses_api.translate import compaction
@@ -50,8 +48,7 @@ def _object(call: Call) -> dict[str, Any]:
     if not isinstance(data, dict):
         parse_request(call.body, call.headers)  # raises the error that fits
         raise invalid("The request body must be a JSON object.", code="invalid_json")
-    if _too_deep(data):
-        raise too_deep(MAX_DEPTH, param=_deep_param(data) or None)
+    refuse_too_deep(data)
     return data
 
 
@@ -119,7 +116,7 @@ async def count_input_tokens(call: Call) -> Reply:
     body["input"] = _items(data.get("input"))
     request = parse_request(orjson.dumps(body), {})
     exchange.asked(model=request.model, stream=False, prompt_cache_key=None)
-    model = await _model(caller, request.model)
+    model = await model_for(caller, request.model)
     exchange.served_by(model)
     if request.previous_response_id is not None:
         if caller.retention_policy != "store":

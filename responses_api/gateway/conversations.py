@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, f
 from responses_api.access.auth import Caller
 from responses_api.gateway.call import Call, Reply
 from responses_api.gateway.endpoints import page_params
-from responses_api.gateway.relay import MAX_DEPTH, _deep_param, _too_deep
+from responses_api.gateway.relay import MAX_DEPTH, refuse_too_deep
 from responses_api.gateway.responder import JSON
 from responses_api.protocol.body import INCLUDE_ACCEPTED, metadata_checked
 from responses_api.protocol.errors import ApiError, from_validation_error, invalid, too_deep
@@ -105,9 +105,7 @@ def _body(call: Call, model: type[BaseModel], *, empty_ok: bool = False) -> tupl
             ) from None
     if not isinstance(data, dict):
         raise invalid("The request body must be a JSON object.", code="invalid_json")
-    if _too_deep(data):
-        # Items are stored as JSON, which nests only so deep.
-        raise too_deep(MAX_DEPTH, param=_deep_param(data) or None)
+    refuse_too_deep(data)
     try:
         return model.model_validate(data), data
     except ValidationError as exc:

@@ -62,7 +62,7 @@ async def create_response(
         stream=bool(request.stream),
         prompt_cache_key=request.prompt_cache_key,
     )
-    model = await _model(caller, request.model)
+    model = await model_for(caller, request.model)
     exchange.served_by(model)
     # A WebSocket continues its own last response without the store.
     local = call.chain.continued(request) if call.chain is not None else None
@@ -80,7 +80,7 @@ async def create_response(
         call.chain.asked(request)
     if joined is not None:
         request = joined.prepend(request)
-    affinity = _affinity(caller, model, request, previous, response_id if store else None)
+    affinity = affinity_for(caller, model, request, previous, response_id if store else None)
     if store:
         call.keep = (Replacing if background else continuation.Keep)(
             organisation_id=caller.organisation_id,
@@ -123,7 +123,7 @@ async def create_response(
             dialect=first.backend.dialect,
             extra_body=first.backend.extra_body,
         )
-        base = _translator(request, preview, store, response_id, quiet=not exchange.stream)
+        base = new_translator(request, preview, store, response_id, quiet=not exchange.stream)
         output = call.output = Output(
             compacting.translator(
                 ahead.answer(base) if ahead is not None else base,
@@ -205,8 +205,7 @@ def parse_request(body: bytes, headers: dict[bytes, bytes]) -> CreateResponse:
         raise _not_json(body, exc) from None
     if not isinstance(data, dict):
         raise invalid("The request body must be a JSON object.", code="invalid_json")
-    if _too_deep(data):
-        raise too_deep(MAX_DEPTH, param=_deep_param(data) or None)
+    refuse_too_deep(data)
     try:
         return CreateResponse.model_validate(data)
     except ValidationError as exc:
@@ -239,9 +238,16 @@ def _not_json(body: bytes, exc: orjson.JSONDecodeError) -> ApiError:
     )
 
 
+def refuse_too_deep(data: dict[str, Any]) -> None:
+    """A 400 naming the field when a body nests deeper than ``MAX_DEPTH``:
+    items are stored and relayed as JSON, which nests only so deep."""
+    if _too_deep(data):
+        raise too_deep(MAX_DEPTH, param=_deep_param(data) or None)
+
+
 def _too_deep(data: dict[str, Any]) -> bool:
     """Whether ``data`` nests deeper than ``MAX_DEPTH``: one level at a time,
-    looking only for containers (the hot path: ~20 µs for a Codex turn)."""
+    looking only for containers (on every request's path)."""
     level: list[Any] = [data]
     depth = 1
     while level:
@@ -284,7 +290,7 @@ def _deep_param(data: dict[str, Any]) -> str:
     return param_path(named)
 
 
-async def _model(caller: Caller, name: str) -> ModelEntry:
+async def model_for(caller: Caller, name: str) -> ModelEntry:
     catalog = await get_catalog(caller.organisation_id)
     model = catalog.by_name.get(name)
     if model is None:
@@ -326,7 +332,7 @@ def _store_decision(
     return request.store is not False
 
 
-def _affinity(
+def affinity_for(
     caller: Caller,
     model: ModelEntry,
     request: CreateResponse,
@@ -357,7 +363,7 @@ def _affinity(
     return key
 
 
-def _translator(
+def new_translator(
     request: CreateResponse, plan: ChatPlan, store: bool, response_id: str, *, quiet: bool
 ) -> StreamTranslator:
     echo = echo_settings(

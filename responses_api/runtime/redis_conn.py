@@ -51,6 +51,16 @@ def async_client() -> Any:
     return client
 
 
+async def close_loop_clients() -> None:
+    """Close the clients of the running event loop, which is about to end
+    (a Celery worker's run has a loop of its own)."""
+    loop = asyncio.get_running_loop()
+    for clients in (_clients, _blocking):
+        client = clients.pop(loop, None)
+        if client is not None:
+            await client.aclose()
+
+
 def timeouts(block: float = 0.0) -> dict[str, float]:
     """The clients' socket timeouts; a client whose commands wait on the
     server up to ``block`` seconds (``XREADGROUP ... BLOCK``) reads that
