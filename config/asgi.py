@@ -52,11 +52,9 @@ gc.freeze()
 # A request allocates a few thousand container objects, nearly all dead by its
 # end; at 700, with 32 requests in flight, each collection finds the live ones
 # of every other request and promotes them, and the older generations fill
-# with what was about to die. Measured (bench/README.md, "Round two"), 3,000
-# non-streamed requests at concurrency 32: 404 young, 37 middle and 3 full
-# collections holding the loop for 136 ms in all (a full one 16 ms at a
-# time) at 700; 36, 4 and none, 56 ms, at 5,000, with the same RSS. At
-# 20,000 there were fewer still, but each young collection took 5 ms and the
-# process grew by tens of MB.
+# with what was about to die. Measured (bench/README.md, "Round two"): at
+# 5,000 far fewer collections hold the loop, for less time in all, with the
+# same RSS; higher still, each young collection takes longer and the process
+# grows.
 GC_THRESHOLDS = (5_000, 10, 10)
 gc.set_threshold(*GC_THRESHOLDS)

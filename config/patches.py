@@ -23,7 +23,7 @@ instructions of the event loop (``bench/instructions.py --server-patches``;
 section 28 of bench/README.md has the table) per non-streaming request, per token of a
 200-token stream sent as fast as the backend writes it, and per token of
 one paced at 50 tokens/s (a backend read and a client write per token, as a
-model's answer usually arrives). Each saves at least 3 % in one of them:
+model's answer usually arrives). Each saves work in at least one of them:
 
 - ``daphne_factory``: daphne's ``Server.run`` builds its HTTP factory from
   the module-level name ``daphne.server.HTTPFactory``; a subclass is put
@@ -31,12 +31,10 @@ model's answer usually arrives). Each saves at least 3 % in one of them:
   (``parsePOSTFormSubmission=False``: HTML form decoding that daphne never
   reads) and its access log line (``HTTPFactory.log``, which daphne
   discards), both public Twisted API once the factory is this one.
-  Off: +20.4 % per request, +3.9 % per token, +2.2 % per paced token.
   Its requests also enforce the body cap and deadline while Twisted
   receives the body (``_BodyLimits``, through ``Request.gotLength`` and
   ``handleContentChunk``): without it daphne holds a whole body in memory
-  before the API can refuse it (ten 100 MB uploads: +714 MB of RSS, against
-  under 20 MB with it; ``tests/ops/test_body_limits.py``). And their status
+  before the API can refuse it (``tests/ops/test_body_limits.py``). And their status
   lines carry the standard reason phrase (``Request.setResponseCode``,
   which sets ``code_message``): Twisted's table lacks some codes the API
   sends, and 429 would go out as ``429 Unknown Status``.
@@ -44,22 +42,21 @@ model's answer usually arrives). Each saves at least 3 % in one of them:
   from ``tcp.Port.transport``; the subclass put there sends a write at once
   when nothing is queued before it (Twisted's buffer attributes
   ``_tempDataLen``, ``dataBuffer``, ``offset``, ``_writeDisconnected``),
-  instead of from the reactor's next turn. Off: +4.1 % per request, +0.9 %
-  per token, +37 % per paced token.
+  instead of from the reactor's next turn, which matters most to a paced
+  stream.
 - ``http_module``: daphne reaches ``twisted.web.http`` through Twisted's
   deprecation proxy for the module (``twisted.python.deprecate._ModuleProxy``,
   a Python ``__getattribute__`` per look-up, one per chunk of a stream); the
-  name ``daphne.http_protocol.http`` gets the module behind it. Off: +2.5 %
-  per request, +1.1 % per token, +14 % per paced token.
+  name ``daphne.http_protocol.http`` gets the module behind it.
 - ``websocket_writes``: daphne's WebSocket factory makes its protocols from
   ``daphne.ws_protocol.WebSocketFactory.protocol``; the subclass put there
   (``config/websocket_writes.py``) writes the frames a socket is given in one
   turn of the event loop in one call, past autobahn's ``sendData``, and is
   its connection's push producer, reading Twisted's buffer attributes
   (``_tempDataLen``, ``dataBuffer``, ``offset``) to bound what a client that
-  does not read makes the process hold. Off: a WebSocket turn costs 15-30 %
-  more CPU than the same response over SSE, and such a client's frames are
-  held whole.
+  does not read makes the process hold. Off: a WebSocket turn costs more
+  CPU than the same response over SSE, and such a client's frames are held
+  whole.
 
 Two patches bound what a hostile or broken client can make the process
 hold, rather than save instructions (``tests/ops/test_hostile_clients.py``):
@@ -70,9 +67,7 @@ hold, rather than save instructions (``tests/ops/test_hostile_clients.py``):
   daphne's ``Server.handle_reply``, the ``send`` of every application, is
   replaced by the same lines followed by a wait while Twisted has paused
   the request (:class:`_Backpressure`). A client that stops reading a
-  stream then costs a bounded buffer instead of the whole stream (300 MiB
-  to a client that read nothing: RSS from 241 to 2,705 MB without it;
-  with it, under 40 MB more), and one that reads nothing for
+  stream then costs a bounded buffer instead of the whole stream, and one that reads nothing for
   ``SWITCHYARD_CLIENT_STALL_SECONDS`` is disconnected (a 499). Per send,
   one attribute look-up; per request, a producer registered and removed.
 - ``header_timeout``: Twisted's HTTP factory makes its channels with
@@ -83,7 +78,7 @@ hold, rather than save instructions (``tests/ops/test_hostile_clients.py``):
   sending a byte now and then holds a connection for ever (Twisted's own
   timeout is an idle one). Per request, one timer started and cancelled.
 
-Measured and dropped (under 3 % each with the others on): a stream's chunks
+Measured and dropped (too little gain with the others on): a stream's chunks
 written past daphne's ``handle_reply`` (which ``http_module`` makes cheap),
 and a response's first bytes held back for one ``send()``.
 

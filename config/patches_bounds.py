@@ -36,8 +36,8 @@ class _Backpressure:
 
     daphne's ``send`` hands each body message to Twisted and returns at
     once, and Twisted buffers whatever it cannot send yet: a client that
-    stops reading a long stream has the process hold all of it (a 300 MiB
-    stream took the process from 241 to 2,705 MB of RSS). The request is
+    stops reading a long stream has the process hold all of it
+    (``tests/ops/test_hostile_clients.py``). The request is
     registered as the push producer of its connection (Twisted's public
     producer/consumer API), so Twisted pauses it once its write buffer
     holds more than ``bufferSize`` (64 KiB) beyond the kernel's, and

@@ -16,14 +16,12 @@ measured by the benchmark (bench/README.md):
 - Patches of Twisted's and daphne's internals (``config/patches.py``,
   which says what each does and saves) are applied before the reactor
   runs, each only if the versions and attributes it was written for are
-  there: ``daphne_factory`` (no form parsing and no Twisted access log line;
-  switched off, a request costs 20 % more instructions), ``eager_writes``
-  (writes leave at once; off, a token of a paced stream costs 37 % more,
-  a request 4 %), ``http_module`` (daphne skips Twisted's deprecation
-  proxy; off, a paced token costs 14 % more) and ``websocket_writes`` (a
-  socket's frames leave in one write per loop turn, and a client that stops
-  reading them is held to what an HTTP client is held to; off, a WebSocket
-  turn costs 15-30 % more CPU than an SSE one). Two more bound what a client
+  there: ``daphne_factory`` (no form parsing and no Twisted access log
+  line), ``eager_writes`` (writes leave at once), ``http_module`` (daphne
+  skips Twisted's deprecation proxy) and ``websocket_writes`` (a socket's
+  frames leave in one write per loop turn, and a client that stops reading
+  them is held to what an HTTP client is held to); bench/README.md, 28.,
+  has what each saves. Two more bound what a client
   can make the process hold: ``backpressure`` (a response's ``send`` waits
   while the client does not read, and a client that reads nothing for
   ``SWITCHYARD_CLIENT_STALL_SECONDS`` is disconnected) and
@@ -43,7 +41,7 @@ measured by the benchmark (bench/README.md):
 - pyOpenSSL is not loaded unless daphne is given a TLS endpoint
   (``-e ssl:…``): TLS ends at the reverse proxy, and Twisted, which loads
   it for TLS on its own sockets whenever it is installed, serves plain TCP
-  without it. 5 MB less per process (bench/README.md, 35.).
+  without it, which saves memory in every process (bench/README.md, 35.).
 
 The event loop's lag and the cyclic collector's pauses are measured
 (``responses_api/runtime/loop_monitor.py``) and exported in ``/metrics``.

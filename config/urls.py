@@ -17,7 +17,7 @@ urlpatterns = [
     # The management API; config/asgi.py routes this prefix to Django. Named,
     # not imported: Django imports it on its first request (or the first
     # ``reverse()``), so that a web process serving only inference does not
-    # carry DRF and drf-spectacular (20 MB of its memory).
+    # carry DRF and drf-spectacular.
     path(
         routes.DJANGO_PREFIX.removeprefix("/") + "/", ("admin_api.urls", "admin_api", "admin_api")
     ),

@@ -5,7 +5,7 @@ WebSocket mode sends every event of a response as a frame of its own (the
 protocol's rule: one event, one message), a few dozen per turn where a
 Server-Sent Events stream writes each backend read's events in one piece.
 Under the ``eager_writes`` patch (``config/patches.py``) each frame would be
-a system call of its own: measured, a turn then cost 15-30 % more CPU over a
+a system call of its own: measured, a turn then cost more CPU over a
 WebSocket than over SSE (bench/README.md, "WebSocket mode"). The protocol
 below joins the frames a socket is given during one turn of the event loop
 and writes them at the end of it, in one call.

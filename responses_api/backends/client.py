@@ -4,10 +4,10 @@
 chunked body. aiohttp's parser is C (llhttp) and hands over everything that
 arrived in one socket read; httpx's httpcore runs every chunk through h11's
 pure-Python reader, an event object and an anyio cancel scope. Measured
-with ``bench/instructions.py`` on this code base (bench/README.md §10–11):
-httpx costs 6.5 M instructions per non-streamed request on the event loop
-against 3.6 M through aiohttp, and 47–81 µs of CPU per relayed token
-against 23–26 µs. httpx stays what the tests' clients use.
+with ``bench/instructions.py`` on this code base (bench/README.md, 26.),
+httpx costs the event loop far more instructions per non-streamed request
+and more CPU per relayed token than aiohttp. httpx stays what the tests'
+clients use.
 
 **What the rest of Switchyard sees** is this module's own interface:
 :class:`Answer` (status, headers, an async iterator of body bytes, close)
@@ -52,8 +52,8 @@ from responses_api.catalogue.addresses import (
 from responses_api.runtime import telemetry
 
 # An idle keep-alive connection is closed after this long. A burst of a
-# thousand streams leaves as many idle sockets (about 10 KB each in this
-# process, and a slot on the backend); aiohttp offers no bound on their
+# thousand streams leaves as many idle sockets (memory in this process, and
+# a slot on the backend); aiohttp offers no bound on their
 # number, so the time bounds them.
 KEEPALIVE_SECONDS = 15.0
 # What is read of an error answer's body (for its classification and the

@@ -31,11 +31,12 @@ MAX_GZIP_MEMBERS = 64
 # number of members); fed windows of this size, a member copies at most one.
 _WINDOW = 64 * 1024
 
-# Decoding costs about 2.3 ms per MiB of output (gzip; zstd is faster), and
-# a body of empty deflate blocks costs input without output. A body under
-# INLINE_BYTES is decoded on the event loop up to INLINE_OUTPUT bytes (about
-# 0.6 ms); a bigger one, or one that decodes to more, is decoded in a worker
-# thread, whose round trip costs the loop about 30 µs.
+# Decoding costs time in proportion to its output (gzip; zstd is faster),
+# and a body of empty deflate blocks costs input without output. A body under
+# INLINE_BYTES is decoded on the event loop up to INLINE_OUTPUT bytes, a
+# fraction of a millisecond; a bigger one, or one that decodes to more, is
+# decoded in a worker thread, whose round trip costs the loop far less than
+# the decoding would.
 INLINE_BYTES = 32 * 1024
 INLINE_OUTPUT = 256 * 1024
 

@@ -53,7 +53,7 @@ def prompt_tokens(draft: ChatDraft) -> int:
     """About how many tokens a translated prompt is: four characters of its
     JSON (messages and tools) per token, the estimate the model limits
     already use (``translate.request``). Worked out only when needed (a
-    spend hold, a cancelled request's row): ~30 µs for a Codex turn."""
+    spend hold, a cancelled request's row): it encodes the whole prompt."""
     body = draft.body
     size = len(orjson.dumps(body.get("messages") or ()))
     if body.get("tools"):

@@ -6,8 +6,7 @@ encoded on the loop thread) delays every request in flight at once, and shows
 as a p99 far above the p50. Two measures, exported in ``/metrics``:
 
 - ``switchyard_event_loop_lag_seconds``: a timer due every 50 ms records how
-  late it ran. One timer callback, no task: about 1 µs of CPU per tick, 20 a
-  second.
+  late it ran. One timer callback, no task, so it costs next to nothing.
 - ``switchyard_gc_pause_seconds{generation}``: each cyclic collection's
   duration, from ``gc.callbacks``. Collections of the youngest generation
   run hundreds of times a second and last microseconds; they are counted in

@@ -3,9 +3,9 @@
 A thousand concurrent streams leave most of what they allocated free but
 held by the C allocator (glibc keeps freed chunks in its heap for reuse), so
 a web process's RSS stays at its peak long after the burst. When the
-process falls idle after one, ``malloc_trim(0)`` returns those pages: about
-10 MB after 1,000 streams (bench/README.md, optimisation 19). It costs
-milliseconds and runs at most once per burst. A no-op where the C library
+process falls idle after one, ``malloc_trim(0)`` returns those pages
+(bench/README.md, optimisation 19, has the figures). It runs at most once
+per burst. A no-op where the C library
 has no ``malloc_trim`` (musl, macOS).
 """
 

@@ -3,8 +3,9 @@
 A stored response is written before its answer goes out (README, "Stored responses"). From
 a worker thread, that write cost more than the write itself: the hop there
 and back, each side waiting for the other to let go of the interpreter,
-and the worker's cold caches — at concurrency 1, 0.25 ms of CPU for a
-write of 0.09 ms. So the write is done where the answer waits for it:
+and the worker's cold caches — at concurrency 1, several times the write's
+own CPU (bench/README.md, 32.). So the write is done where the answer waits
+for it:
 
 - **SQLite** (the embedded default): on a connection of the loop's thread
   that never waits. Its transaction begins with a busy timeout of zero, so

@@ -60,7 +60,7 @@ def new_call(call_id: str | None, chat_name: str, tools: dict[str, ToolRef]) -> 
 
 def append_text(parts: list[str], text: str) -> None:
     """Keep a text that grows by deltas as a few strings, not one per token:
-    a thousand long streams held ~300 small strings each (about 15 MB)."""
+    a thousand long streams held hundreds of small strings each."""
     parts.append(text)
     if len(parts) >= _JOIN_EVERY:
         parts[:] = ["".join(parts)]
