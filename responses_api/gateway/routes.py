@@ -296,6 +296,7 @@ PAGES = (SCHEMA_PAGE, DOCS_PAGE)
 DJANGO_PREFIX = "/api/v1/admin"
 
 _COMPILED = tuple((route, route.pattern()) for route in ROUTES)
+_RESPONSES = next(pattern for route, pattern in _COMPILED if route.path == RESPONSES)
 
 
 def asgi_pattern() -> str:
@@ -312,6 +313,13 @@ class Match:
     handler: Handler | None
     params: dict[str, str]
     error: ApiError | None  # 404 or 405 when there is no handler
+
+
+def creates_responses(path: str) -> bool:
+    """Whether ``path`` is the create-response route under either prefix: the
+    one path a WebSocket is answered on."""
+    prefix = PREFIX.match(path)
+    return prefix is not None and _RESPONSES.match(path[prefix.end() :]) is not None
 
 
 def resolve(path: str, method: str) -> Match:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +44,7 @@ from responses_api.gateway.ending import end_exchange, end_served
 from responses_api.gateway.exchange import Client, Exchange, new_request_id
 from responses_api.gateway.failures import failure, server_error, usage_backlog
 from responses_api.gateway.relay import MAX_DEPTH, create_response
+from responses_api.gateway.routes import RESPONSES, creates_responses
 from responses_api.gateway.websocket_caps import Place, take
 from responses_api.gateway.websocket_chain import LocalChain
 from responses_api.gateway.websocket_frames import (
@@ -66,8 +66,7 @@ from responses_api.usage.writer import sink
 
 log = logging.getLogger("switchyard.requests")
 
-PATH = re.compile(r"^/(?:api/)?v1/responses/?$")
-ENDPOINT = "/responses"
+ENDPOINT = RESPONSES
 METHOD = "WS"  # the usage row's method of a response.create
 
 # Close codes. Autobahn (daphne) lets an application send only 1000 and the
@@ -240,7 +239,7 @@ class Connection:
 
     async def _refusal(self) -> ApiError | None:
         path = self.scope.get("path", "")
-        if not PATH.match(path):
+        if not creates_responses(path):
             return not_found(path)
         if drain.draining:
             return shutting_down()
