@@ -48,6 +48,7 @@ import contextlib
 import logging
 import os
 import socket
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -252,24 +253,29 @@ def redis_client():
     return sync_client()
 
 
+_Writer = tuple["asyncio.Task[None]", asyncio.Event]
+
+
 class UsageSink:
     """Per-process entry point: ``sink.submit(row)`` (see there)."""
 
     def __init__(self) -> None:
-        self.pending: list[dict[str, Any]] = []
+        # Rows come from every thread with a loop: a deque takes and gives them atomically.
+        self.pending: deque[dict[str, Any]] = deque()
         atexit.register(self.flush_at_exit)
-        self._task: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake: asyncio.Event | None = None
+        # A writer task per loop, woken by its own loop's event (another thread's wakes nothing).
+        self._writers: dict[asyncio.AbstractEventLoop, _Writer] = {}
 
     def _ensure_task(self) -> None:
         if settings.REDIS_URL and not settings.SWITCHYARD_USAGE_DRAIN_IN_WEB and not self.pending:
             return  # Celery's drain_usage writes the rows
         loop = asyncio.get_running_loop()
-        if self._task is None or self._task.done() or self._loop is not loop:
-            self._loop = loop
-            self._wake = asyncio.Event()
-            self._task = loop.create_task(self._run(), name="switchyard-usage-writer")
+        if (writer := self._writers.get(loop)) is not None and not writer[0].done():
+            return
+        wake = asyncio.Event()
+        task = loop.create_task(self._run(wake), name="switchyard-usage-writer")
+        live = {other: w for other, w in self._writers.items() if not w[0].done()}
+        self._writers = {**live, loop: (task, wake)}  # without those of loops that closed
 
     def submit(
         self,
@@ -312,11 +318,10 @@ class UsageSink:
         self._wake_writer()
 
     def _wake_writer(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
+        if (writer := self._writers.get(asyncio.get_running_loop())) is not None:
+            writer[1].set()
 
-    async def _run(self) -> None:
-        assert self._wake is not None
+    async def _run(self, wake: asyncio.Event) -> None:
         backoff = 0.0
         while True:
             # asyncio.timeout, not wait_for: on Python 3.11, wait_for returns
@@ -324,8 +329,8 @@ class UsageSink:
             # task would outlive its loop's shutdown.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(5.0):
-                    await self._wake.wait()
-            self._wake.clear()
+                    await wake.wait()
+            wake.clear()
             await asyncio.sleep(FLUSH_INTERVAL)
             try:
                 await self.flush()
@@ -341,7 +346,7 @@ class UsageSink:
 
     def flush_at_exit(self) -> None:
         """Embedded default: write what is still in memory when the process exits."""
-        rows, self.pending = self.pending, []
+        rows = [self.pending.popleft() for _ in range(len(self.pending))]
         if rows:
             try:
                 write_rows(rows)
@@ -357,7 +362,7 @@ class UsageSink:
     async def _write_pending(self) -> int:
         """The rows held in memory: all of them in the embedded default, and
         with Redis those its stream could not take."""
-        rows, self.pending = self.pending, []
+        rows = [self.pending.popleft() for _ in range(len(self.pending))]
         if not rows:
             return 0
         try:
@@ -365,7 +370,7 @@ class UsageSink:
             # database raises here.
             await sync_to_async(write_rows)(rows)
         except Exception:
-            self.pending[:0] = rows
+            self.pending.extendleft(reversed(rows))
             raise
         return len(rows)
 
