@@ -15,6 +15,9 @@ While it runs, a watch polls the cancel flag every ``CANCEL_POLL`` seconds
 renews the worker's lease. A worker that dies stops renewing it; whoever
 looks next (a read of the response, a cancel, the ``reap_background_responses``
 beat task) ends the response as ``failed`` and writes its row (:func:`reap`).
+Every write of the run carries the fencing token it took the response
+with (``store.leases``): a worker that was only paused past its lease finds
+its writes refused once it was reaped, and stops.
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ from responses_api.gateway.ending import end_exchange
 from responses_api.gateway.relay import create_response, parse_request
 from responses_api.gateway.responder import Responder
 from responses_api.protocol.errors import ApiError
-from responses_api.store import events
-from responses_api.store.background import background_job, background_update
+from responses_api.store import events, leases
+from responses_api.store.background import FENCE, background_job, background_update
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -62,21 +65,20 @@ async def run(organisation_id: int, response_id: str) -> None:
         log.warning("background response %s: its job is gone", response_id)
         return
     job = Job.load(data)
-    exchange = job.exchange()
     lease = settings.SWITCHYARD_BACKGROUND_LEASE_SECONDS
-    # The lease first: a reader never sees it in progress without one.
-    await events.lease_renew(organisation_id, response_id, lease)
-    if not await events.transition(organisation_id, response_id, "queued", "in_progress"):
+    fence = await leases.claim(organisation_id, response_id, lease)
+    if fence is None:
         # Cancelled while queued: the cancel ended it and wrote its row.
-        await events.lease_drop(organisation_id, response_id)
         return
-    sink = Sink(organisation_id, response_id)
+    exchange = job.exchange(holds=functools.partial(leases.holds, *job.key, fence))
+    sink = Sink(organisation_id, response_id, fence=fence)
     headers = {b"content-type": b"application/json"}
     if job.pinned:
         headers[b"x-backend-id"] = job.pinned.encode("latin-1")
     call = Call(exchange, Responder(sink.send, exchange), headers, body=job.body)
+    FENCE.set(fence)  # the stored response's final write, deep in the ending
     work = asyncio.ensure_future(_work(call, response_id))
-    cancelled = False
+    cancelled = lost = False
     renewed = time.monotonic()
     try:
         while not work.done():
@@ -88,11 +90,18 @@ async def run(organisation_id: int, response_id: str) -> None:
                 work.cancel()
             if time.monotonic() - renewed > lease / 3:
                 renewed = time.monotonic()
-                await events.lease_renew(organisation_id, response_id, lease)
+                lost = not await leases.lease_renew(organisation_id, response_id, lease, fence)
+            if (lost or sink.lost) and not work.done():
+                # Reaped while paused: whatever it writes now is refused.
+                log.warning("background response %s: taken from this worker", response_id)
+                lost = True
+                work.cancel()
         await asyncio.wait([work])
-        await _ended(call, sink, job, cancelled=cancelled or work.cancelled())
+        if not (lost or sink.lost):
+            await _ended(call, sink, job, cancelled=cancelled or work.cancelled())
     finally:
-        await events.lease_drop(organisation_id, response_id)
+        if not (lost or sink.lost):
+            await leases.lease_drop(organisation_id, response_id)
 
 
 async def _work(call: Call, response_id: str) -> None:
@@ -119,9 +128,10 @@ async def _work(call: Call, response_id: str) -> None:
 async def _ended(call: Call, sink: Sink, job: Job, *, cancelled: bool) -> None:
     """After the ending: a stream that ended has its final response stored
     and its log closed already; otherwise this ends both."""
-    organisation_id, response_id = job.caller.organisation_id, job.snapshot["id"]
+    organisation_id, response_id = job.key
+    fence = sink.fence
     if sink.ended:
-        await events.transition(organisation_id, response_id, "in_progress", "done")
+        await leases.transition(organisation_id, response_id, "in_progress", "done", fence=fence)
         return
     output = call.output
     if cancelled:
@@ -131,19 +141,21 @@ async def _ended(call: Call, sink: Sink, job: Job, *, cancelled: bool) -> None:
         else:
             final = {**(sink.last or job.snapshot), "status": "cancelled"}
         await sync_to_async(background_update)(
-            organisation_id=organisation_id, response_id=response_id, response=final
+            organisation_id=organisation_id, response_id=response_id, response=final, fence=fence
         )
-        await events.transition(organisation_id, response_id, "in_progress", "cancelled")
-        await events.append(organisation_id, response_id, sink.number, [], end=True)
+        await leases.transition(
+            organisation_id, response_id, "in_progress", "cancelled", fence=fence
+        )
+        await events.append(organisation_id, response_id, sink.number, [], end=True, fence=fence)
         return
     error = _answer_error(sink.answer)
     final = {**(sink.last or job.snapshot), "status": "failed", "error": error}
     await sync_to_async(background_update)(
-        organisation_id=organisation_id, response_id=response_id, response=final
+        organisation_id=organisation_id, response_id=response_id, response=final, fence=fence
     )
-    await events.transition(organisation_id, response_id, "in_progress", "failed")
+    await leases.transition(organisation_id, response_id, "in_progress", "failed", fence=fence)
     event = encode_event({"type": "response.failed", "response": final}, sink.number)
-    await events.append(organisation_id, response_id, sink.number, [event], end=True)
+    await events.append(organisation_id, response_id, sink.number, [event], end=True, fence=fence)
 
 
 def _answer_error(answer: bytes) -> dict[str, Any]:
@@ -165,10 +177,13 @@ async def reap(organisation_id: int, response_id: str, response: dict[str, Any])
     if response.get("status") not in events.ACTIVE:
         return False
     state = await events.state(organisation_id, response_id)
+    fence: int | None = None  # nothing kept of it: no worker to fence out
     if state == "in_progress":
-        if await events.lease_alive(organisation_id, response_id):
+        if await leases.lease_alive(organisation_id, response_id):
             return False
-        if not await events.transition(organisation_id, response_id, "in_progress", "failed"):
+        # The next token: the worker's writes are refused from now on.
+        fence = await leases.seize(organisation_id, response_id, "in_progress", "failed")
+        if fence is None:
             return False
     elif state is not None:
         return False  # queued: a worker takes it when one is free
@@ -185,15 +200,15 @@ async def reap(organisation_id: int, response_id: str, response: dict[str, Any])
         "error": {"code": "server_error", "message": WORKER_LOST},
     }
     await sync_to_async(background_update)(
-        organisation_id=organisation_id, response_id=response_id, response=failed
+        organisation_id=organisation_id, response_id=response_id, response=failed, fence=fence
     )
     if state is not None:
         number = await events.next_number(organisation_id, response_id)
         event = encode_event({"type": "response.failed", "response": failed}, number)
-        await events.append(organisation_id, response_id, number, [event], end=True)
+        await events.append(organisation_id, response_id, number, [event], end=True, fence=fence)
     if data is not None:
         await _lost_row(Job.load(data))
-    await events.lease_drop(organisation_id, response_id)
+    await leases.lease_drop(organisation_id, response_id)
     return True
 
 
@@ -218,12 +233,12 @@ async def reap_expired() -> int:
     from responses_api.store import responses as store
 
     reaped = 0
-    for organisation_id, response_id in await events.leases_expired():
+    for organisation_id, response_id in await leases.leases_expired():
         stored = await sync_to_async(store.response_get)(
             organisation_id=organisation_id, response_id=response_id
         )
         if stored is None or stored.response.get("status") not in events.ACTIVE:
-            await events.lease_drop(organisation_id, response_id)
+            await leases.lease_drop(organisation_id, response_id)
             continue
         reaped += await reap(organisation_id, response_id, stored.response)
     return reaped

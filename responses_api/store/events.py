@@ -4,10 +4,11 @@ worker running it (README, "Background responses").
 Per response, keyed by organisation and id (another organisation's id
 names nothing here): its job (what the worker needs to run it), its state
 (``queued``, ``in_progress``, then ``done``, ``cancelled`` or ``failed``),
-a cancel flag, the worker's lease, and its events, numbered by their
-``sequence_number``, so that any web process replays them from any point
-and follows the new ones. Jobs and events are content: they are kept
-encrypted (``runtime.secrets``), and everything expires
+a cancel flag, the worker's lease and fencing token (``store.leases``), and
+its events, numbered by their ``sequence_number``, so that any web process
+replays them from any point and follows the new ones; a worker's appends
+carry its token. Jobs and events are content: they are kept encrypted
+(``runtime.secrets``), and everything expires
 ``SWITCHYARD_BACKGROUND_TTL_SECONDS`` after its last write.
 
 With ``REDIS_URL`` this is Redis (a hash, a lease key, a stream whose entry
@@ -65,6 +66,7 @@ class _Log:
     job: bytes = b""
     cancel: bool = False
     lease_until: float = 0.0
+    fence: int = 0
     events: list[bytes] = field(default_factory=list)
     ended: bool = False
     touched: float = field(default_factory=time.monotonic)
@@ -143,29 +145,8 @@ async def state(organisation_id: int, response_id: str) -> str | None:
     return value.decode() if value else None
 
 
-_TRANSITION = """
-if redis.call('HGET', KEYS[1], 'state') == ARGV[1] then
-  redis.call('HSET', KEYS[1], 'state', ARGV[2])
-  return 1
-end
-return 0
-"""
-
-
-async def transition(organisation_id: int, response_id: str, before: str, after: str) -> bool:
-    """Move the state from ``before`` to ``after``; False when it was not
-    ``before`` (someone else moved it first)."""
-    if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
-            if log is None or log.state != before:
-                return False
-            log.state = after
-            return True
-    moved = await redis_conn.run_script(
-        _TRANSITION, [_key(organisation_id, response_id)], [before, after]
-    )
-    return bool(moved)
+def _held(log: _Log | None, fence: int | None) -> bool:
+    return log is not None and (fence is None or log.fence == fence)
 
 
 async def cancel_request(organisation_id: int, response_id: str) -> None:
@@ -187,60 +168,6 @@ async def cancel_requested(organisation_id: int, response_id: str) -> bool:
     return bool(value)
 
 
-async def lease_renew(organisation_id: int, response_id: str, seconds: float) -> None:
-    """The worker running the response is alive for ``seconds`` more."""
-    if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
-            if log is not None:
-                log.lease_until = time.monotonic() + seconds
-        return
-    member = f"{organisation_id}:{response_id}"
-    await redis_conn.run_batch(
-        [
-            ("SET", f"{_key(organisation_id, response_id)}:lease", "1", "PX", int(seconds * 1000)),
-            ("ZADD", RUNNING, time.time() + seconds, member),
-        ]
-    )
-
-
-async def lease_drop(organisation_id: int, response_id: str) -> None:
-    if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
-            if log is not None:
-                log.lease_until = 0.0
-        return
-    await redis_conn.run_batch(
-        [
-            ("DEL", f"{_key(organisation_id, response_id)}:lease"),
-            ("ZREM", RUNNING, f"{organisation_id}:{response_id}"),
-        ]
-    )
-
-
-async def lease_alive(organisation_id: int, response_id: str) -> bool:
-    if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
-            return log is not None and log.lease_until > time.monotonic()
-    key = f"{_key(organisation_id, response_id)}:lease"
-    return bool(await redis_conn.async_client().exists(key))
-
-
-async def leases_expired() -> list[tuple[int, str]]:
-    """The responses whose worker stopped renewing its lease (Redis only:
-    in the embedded default the worker is this process)."""
-    if not redis_conn.enabled():
-        return []
-    members = await redis_conn.async_client().zrangebyscore(RUNNING, "-inf", time.time())
-    found = []
-    for member in members:
-        organisation, _, response_id = member.decode().partition(":")
-        found.append((int(organisation), response_id))
-    return found
-
-
 async def append(
     organisation_id: int,
     response_id: str,
@@ -248,18 +175,26 @@ async def append(
     events: Sequence[bytes],
     *,
     end: bool = False,
-) -> None:
-    """Add ``events``, numbered from ``first``; ``end`` closes the log."""
+    fence: int | None = None,
+) -> bool:
+    """Add ``events``, numbered from ``first``; ``end`` closes the log.
+    False (nothing added) when ``fence`` is not the current token."""
     sealed = [encrypt_bytes(event) for event in events]
     if not redis_conn.enabled():
         with _lock:
-            log = _memory(organisation_id, response_id, create=True)
+            log = _memory(organisation_id, response_id, create=fence is None)
+            if not _held(log, fence):
+                return False
             assert log is not None
             log.events.extend(token.encode() for token in sealed)
             log.ended = log.ended or end
             _wake(log)
-        return
+        return True
     stream = f"{_key(organisation_id, response_id)}:events"
+    if fence is not None:
+        key = _key(organisation_id, response_id)
+        args = [fence, first, "1" if end else "", _ttl(), MAX_EVENTS, *sealed]
+        return bool(await redis_conn.run_script(_APPEND, [key, stream], args))
     commands: list[tuple[Any, ...]] = [
         ("XADD", stream, "MAXLEN", "~", MAX_EVENTS, f"0-{first + i + 1}", "e", token)
         for i, token in enumerate(sealed)
@@ -269,6 +204,22 @@ async def append(
     commands.append(("EXPIRE", stream, _ttl()))
     commands.append(("EXPIRE", _key(organisation_id, response_id), _ttl()))
     await redis_conn.run_batch(commands)
+    return True
+
+
+# ARGV: the token, the first number, '1' to end the log, the TTL, the most
+# events kept, then the sealed events.
+_APPEND = """
+if redis.call('HGET', KEYS[1], 'fence') ~= ARGV[1] then return 0 end
+for i = 6, #ARGV do
+  local id = '0-' .. (tonumber(ARGV[2]) + i - 5)
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], id, 'e', ARGV[i])
+end
+if ARGV[3] == '1' then redis.call('XADD', KEYS[2], '*', 'end', '1') end
+redis.call('EXPIRE', KEYS[2], ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
 
 
 async def read(organisation_id: int, response_id: str, after: int, *, wait: float = 0.0) -> Read:
