@@ -23,7 +23,6 @@ its writes refused once it was reaped, and stops.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import logging
 import threading
@@ -36,7 +35,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from responses_api.gateway.background_job import Job, Sink, encode_event
+from responses_api.gateway.background_local import LocalWorker
 from responses_api.gateway.call import Call
+from responses_api.gateway.draining import drain, shutting_down
 from responses_api.gateway.ending import end_exchange
 from responses_api.gateway.relay import create_response, parse_request
 from responses_api.gateway.responder import Responder
@@ -58,8 +59,10 @@ CANCELLED = "Cancelled (POST /v1/responses/{id}/cancel)"
 # --- the run --------------------------------------------------------------------------
 
 
-async def run(organisation_id: int, response_id: str) -> None:
-    """Run the queued response (the Celery task's and the local thread's work)."""
+async def run(organisation_id: int, response_id: str, stop: threading.Event | None = None) -> None:
+    """Run the queued response (the Celery task's and the local thread's
+    work); ``stop``, once set, ends it as the shutdown deadline ends a
+    request (the local thread's at SIGTERM)."""
     data = await events.job_get(organisation_id, response_id)
     if data is None:
         log.warning("background response %s: its job is gone", response_id)
@@ -88,6 +91,9 @@ async def run(organisation_id: int, response_id: str) -> None:
             if not cancelled and await events.cancel_requested(organisation_id, response_id):
                 cancelled = True
                 work.cancel()
+            if stop is not None and stop.is_set() and not exchange.shutdown:
+                exchange.shutdown_deadline()
+                work.cancel()
             if time.monotonic() - renewed > lease / 3:
                 renewed = time.monotonic()
                 lost = not await leases.lease_renew(organisation_id, response_id, lease, fence)
@@ -115,9 +121,12 @@ async def _work(call: Call, response_id: str) -> None:
     except ApiError as raised:
         error = raised
     except asyncio.CancelledError:
-        exchange.client_gone(note=CANCELLED)
-        await asyncio.shield(end_exchange(call))
-        raise
+        if not exchange.shutdown:
+            exchange.client_gone(note=CANCELLED)
+            await asyncio.shield(end_exchange(call))
+            raise
+        error = shutting_down()  # the process stops: failed, as a cut stream is
+        exchange.cut_by_shutdown()
     except Exception as exc:  # a bug: the response still ends, failed
         log.exception("background response %s failed", response_id)
         error = ApiError(500, "The server had an error while processing the response.")
@@ -187,7 +196,35 @@ async def reap(organisation_id: int, response_id: str, response: dict[str, Any])
             return False
     elif state is not None:
         return False  # queued: a worker takes it when one is free
-    data = await events.job_get(organisation_id, response_id) if state is not None else None
+    lost = ApiError(500, WORKER_LOST, code="worker_lost")
+    await _fail(organisation_id, response_id, response, fence, lost, kept=state is not None)
+    await leases.lease_drop(organisation_id, response_id)
+    return True
+
+
+async def shut_out(organisation_id: int, response_id: str) -> None:
+    """A response still queued at the shutdown deadline of the process
+    that was to run it: failed, with its row (a 503, as a request cut then)."""
+    fence = await leases.seize(organisation_id, response_id, "queued", "failed")
+    if fence is None:
+        return  # cancelled meanwhile: the cancel ended it
+    data = await events.job_get(organisation_id, response_id)
+    snapshot = Job.load(data).snapshot if data is not None else {"id": response_id}
+    await _fail(organisation_id, response_id, snapshot, fence, shutting_down(), kept=True)
+
+
+async def _fail(
+    organisation_id: int,
+    response_id: str,
+    response: dict[str, Any],
+    fence: int | None,
+    error: ApiError,
+    *,
+    kept: bool,
+) -> None:
+    """End ``response`` failed with ``error`` where no run will: stored,
+    its log closed (when ``kept``), the create request's row written."""
+    data = await events.job_get(organisation_id, response_id) if kept else None
     if data is None:
         # Nothing kept of it but its stored row (a restart of the embedded
         # default): the job sealed there still names the request's row.
@@ -197,19 +234,22 @@ async def reap(organisation_id: int, response_id: str, response: dict[str, Any])
     failed = {
         **response,
         "status": "failed",
-        "error": {"code": "server_error", "message": WORKER_LOST},
+        "error": {"code": "server_error", "message": error.message},
     }
     await sync_to_async(background_update)(
         organisation_id=organisation_id, response_id=response_id, response=failed, fence=fence
     )
-    if state is not None:
+    if kept:
         number = await events.next_number(organisation_id, response_id)
         event = encode_event({"type": "response.failed", "response": failed}, number)
         await events.append(organisation_id, response_id, number, [event], end=True, fence=fence)
     if data is not None:
-        await _lost_row(Job.load(data))
-    await leases.lease_drop(organisation_id, response_id)
-    return True
+        exchange = Job.load(data).exchange()
+        exchange.asked(model=response.get("model", ""), stream=False, prompt_cache_key=None)
+        exchange.fail(error)
+        if error.code == "server_shutting_down":
+            exchange.cut_by_shutdown()
+        await exchange.submit()
 
 
 async def cancelled_row(job: Job) -> None:
@@ -217,14 +257,6 @@ async def cancelled_row(job: Job) -> None:
     exchange = job.exchange()
     exchange.asked(model=job.snapshot.get("model", ""), stream=False, prompt_cache_key=None)
     exchange.client_gone(note=CANCELLED)
-    await exchange.submit()
-
-
-async def _lost_row(job: Job) -> None:
-    """The create request's row, which its worker did not live to write."""
-    exchange = job.exchange()
-    exchange.asked(model=job.snapshot.get("model", ""), stream=False, prompt_cache_key=None)
-    exchange.fail(ApiError(500, WORKER_LOST, code="worker_lost"))
     await exchange.submit()
 
 
@@ -245,51 +277,6 @@ async def reap_expired() -> int:
 
 
 # --- where it runs ----------------------------------------------------------------------
-
-
-class LocalWorker:
-    """A thread of this process with an event loop of its own, running the
-    background responses of the embedded default (and of tests): they
-    outlive the request that queued them."""
-
-    def __init__(self) -> None:
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.lock = threading.Lock()
-        self.running: set[asyncio.Future[None]] = set()
-
-    def submit(self, organisation_id: int, response_id: str) -> None:
-        with self.lock:
-            if self.loop is None:
-                self.loop = asyncio.new_event_loop()
-                threading.Thread(
-                    target=self.loop.run_forever, name="background-responses", daemon=True
-                ).start()
-        # In a context of its own: the request's (its thread-sensitive
-        # executor for the ORM among them) ends with the request.
-        future = contextvars.Context().run(
-            asyncio.run_coroutine_threadsafe, run(organisation_id, response_id), self.loop
-        )
-        self.running.add(future)  # type: ignore[arg-type]
-        future.add_done_callback(self._done)
-
-    def close(self) -> None:
-        """Close what the thread's loop holds open (backend connections,
-        Redis), once the responses it runs have ended; a later response
-        starts a new loop."""
-        with self.lock:
-            loop, self.loop = self.loop, None
-        if loop is None:
-            return
-        asyncio.run_coroutine_threadsafe(_close_loop(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-
-    def _done(self, future: Any) -> None:
-        self.running.discard(future)
-        if not future.cancelled() and future.exception() is not None:
-            log.error("background response failed", exc_info=future.exception())
-
-
-local_worker = LocalWorker()
 
 
 def runner() -> str:
@@ -332,6 +319,10 @@ async def _close_loop() -> None:
     client = redis_conn._clients.pop(asyncio.get_running_loop(), None)
     if client is not None:
         await client.aclose()
+
+
+local_worker = LocalWorker(run, shut_out, _close_loop)
+drain.workers.append(local_worker)  # SIGTERM drains it with the exchanges
 
 
 def run_to_end(organisation_id: int, response_id: str) -> None:

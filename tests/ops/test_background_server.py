@@ -6,6 +6,8 @@ HTTP streams."""
 
 from __future__ import annotations
 
+import signal
+
 import httpx
 import pytest
 
@@ -62,3 +64,65 @@ def test_every_background_response_leaves_one_row_and_no_loop_error(people, prov
     finally:
         server.stop()
     assert "different event loop" not in server.output()
+
+
+GRACE = 4.0
+
+
+def test_sigterm_drains_the_worker_then_fails_what_is_left_with_its_row(
+    people, provision, simulator
+):
+    from responses_api.store.responses import response_get
+
+    store_policy(people["acme"])
+    acme = provision("acme", simulator.url)
+    server = start_daphne(
+        _embedded(
+            SWITCHYARD_SHUTDOWN_GRACE_SECONDS=str(GRACE),
+            SWITCHYARD_BACKGROUND_LOCAL_CONCURRENCY="2",
+        )
+    )
+    try:
+        http = httpx.Client(
+            base_url=server.url, headers={"authorization": f"Bearer {acme.key}"}, timeout=30
+        )
+
+        def create(prompt: str) -> tuple[str, str]:
+            created = http.post(
+                "/v1/responses", json={"model": "sim-model", "input": prompt, "background": True}
+            )
+            assert created.status_code == 200, created.text
+            return created.headers["x-request-id"], created.json()["id"]
+
+        # One that ends within the grace (~1.6 s), one that cannot (~40 s),
+        # and one queued behind them (two run at once) that never starts.
+        short = create("[[rate:5]] [[tokens:8]] short")
+        long = create("[[rate:5]] [[tokens:200]] long")
+        queued = create("[[rate:5]] [[tokens:200]] queued")
+        status = lambda r: http.get(f"/v1/responses/{r[1]}").json()["status"]  # noqa: E731
+        wait_until(lambda: status(long) == "in_progress", timeout=10)
+        assert status(queued) == "queued"
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(timeout=GRACE + 20)
+        assert server.process.returncode == 0, server.output()
+    finally:
+        server.stop()
+    org = acme.organisation.pk
+
+    def stored(pair: tuple[str, str]) -> dict:
+        found = response_get(organisation_id=org, response_id=pair[1])
+        assert found is not None
+        return found.response
+
+    assert stored(short)["status"] == "completed"
+    for pair in (long, queued):
+        failed = stored(pair)
+        assert failed["status"] == "failed"
+        assert "shutting down" in failed["error"]["message"]
+    rows = {str(r.request_id): r for r in usage_rows(endpoint="/responses", method="POST")}
+    assert set(rows) == {short[0], long[0], queued[0]}
+    assert rows[short[0]].status == 200
+    for pair in (long, queued):
+        row = rows[pair[0]]
+        assert (row.status, row.error_code) == (503, "server_shutting_down")
+    assert 0 < rows[long[0]].output_tokens < 200

@@ -66,3 +66,29 @@ def test_a_worker_paused_past_its_lease_is_reaped_and_its_late_writes_are_refuse
     time.sleep(0.5)  # a second row, were one handed over, would be written by now
     rows = usage_rows(request_id=raw.headers["x-request-id"])
     assert [(row.status, row.error_code) for row in rows] == [(500, "worker_lost")]
+
+
+def test_the_worker_runs_a_bounded_number_at_once_and_queues_the_rest(direct, settings):
+    client, stats = direct
+    settings.SWITCHYARD_BACKGROUND_LOCAL_CONCURRENCY = 2
+    assert stats()["in_flight"] == 0
+    created = [
+        client.responses.create(
+            model="sim-model", input=f"[[rate:20]] [[tokens:30]] number {n}", background=True
+        )
+        for n in range(6)
+    ]
+    # The backend's own count of the requests it serves at once, sampled
+    # until every response has ended.
+    seen: list[int] = []
+    statuses: set[str] = set()
+
+    def ended() -> bool:
+        seen.append(stats()["in_flight"])
+        statuses.update(client.responses.retrieve(r.id).status for r in created[-2:])
+        return not background_run.local_worker.running
+
+    wait_for(ended, timeout=60, interval=0.02)
+    assert max(seen) == 2
+    assert "queued" in statuses  # the last ones waited their turn, not refused
+    assert [client.responses.retrieve(r.id).status for r in created] == ["completed"] * 6
