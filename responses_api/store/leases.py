@@ -20,6 +20,7 @@ this process's memory.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from responses_api.runtime import redis_conn
 from responses_api.store.events import RUNNING, _held, _key, _lock, _memory
@@ -89,7 +90,7 @@ async def _move(
                 log.fence += 1
             return log.fence if take else 1
     key = _key(organisation_id, response_id)
-    args = [before, after, "" if fence is None else fence, "1" if take else "0"]
+    args: list[Any] = [before, after, "" if fence is None else fence, "1" if take else "0"]
     keys = [key]
     if lease is not None:
         keys += [f"{key}:lease", RUNNING]
