@@ -329,6 +329,7 @@ SWITCHYARD_BACKGROUND_RUNNER = env.str("SWITCHYARD_BACKGROUND_RUNNER", default="
 SWITCHYARD_BACKGROUND_TTL_SECONDS = env.int("SWITCHYARD_BACKGROUND_TTL_SECONDS", default=86400)
 SWITCHYARD_BACKGROUND_LEASE_SECONDS = env.float("SWITCHYARD_BACKGROUND_LEASE_SECONDS", default=10.0)
 SWITCHYARD_BACKGROUND_FOLLOW_SECONDS = env.int("SWITCHYARD_BACKGROUND_FOLLOW_SECONDS", default=3600)
+SWITCHYARD_BACKGROUND_LOCAL_CONCURRENCY = env.int("SWITCHYARD_BACKGROUND_LOCAL_CONCURRENCY", 8)
 # After SIGTERM a web process refuses new work and lets in-flight exchanges
 # finish for this long; those still running are then ended (response.failed).
 SWITCHYARD_SHUTDOWN_GRACE_SECONDS = env.float("SWITCHYARD_SHUTDOWN_GRACE_SECONDS", default=30.0)
@@ -345,6 +346,7 @@ SWITCHYARD_READY_GRACE_SECONDS = env.float("SWITCHYARD_READY_GRACE_SECONDS", def
 # With Redis, web processes also write the usage rows they queue; false
 # leaves that to the Celery ``drain_usage`` task alone.
 SWITCHYARD_USAGE_DRAIN_IN_WEB = env.bool("SWITCHYARD_USAGE_DRAIN_IN_WEB", default=True)
+SWITCHYARD_USAGE_STREAM = env.str("SWITCHYARD_USAGE_STREAM", default="switchyard:usage")
 SWITCHYARD_USAGE_PENDING_MAX = env.int("SWITCHYARD_USAGE_PENDING_MAX", default=10_000)
 # OpenTelemetry traces of API requests (responses_api/runtime/telemetry.py):
 # on when an OTLP endpoint is given. The SDK reads its own OTEL_* variables.

@@ -331,7 +331,7 @@ async def _sim_stats(root: str | None, policy: AddressPolicy) -> dict[str, Any] 
 
 
 async def _check_row_status(key_id: str, since: Any) -> int | None:
-    from responses_api.usage.writer import sink
+    from responses_api.usage.sink import sink
 
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

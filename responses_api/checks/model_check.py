@@ -97,7 +97,7 @@ def run_check(
         try:
             return await _run(ctx, only)
         finally:
-            from responses_api.usage.writer import sink
+            from responses_api.usage.sink import sink
 
             with contextlib.suppress(Exception):
                 await sink.flush()

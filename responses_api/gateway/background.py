@@ -43,7 +43,7 @@ from responses_api.gateway.relay import (
 from responses_api.gateway.responder import Responder
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import ApiError, invalid
-from responses_api.store import continuation, conversation_turns, events
+from responses_api.store import continuation, conversation_turns, events, leases
 from responses_api.store import responses as store
 from responses_api.store.background import background_insert, background_update
 from responses_api.store.seal import reasoning_seal
@@ -144,7 +144,7 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
         await sync_to_async(background_update)(
             organisation_id=organisation_id, response_id=response_id, response=failed
         )
-        await events.transition(organisation_id, response_id, "queued", "failed")
+        await leases.transition(organisation_id, response_id, "queued", "failed")
         event = encode_event({"type": "response.failed", "response": failed}, len(opening))
         await events.append(organisation_id, response_id, len(opening), [event], end=True)
         raise
@@ -275,7 +275,7 @@ async def cancel(call: Call) -> Reply:
         raise invalid(f"Cannot cancel a response whose status is '{status}'.")
     call.exchange.asked(model=response.get("model", ""), stream=False, prompt_cache_key=None)
     await events.cancel_request(organisation_id, response_id)
-    if await events.transition(organisation_id, response_id, "queued", "cancelled"):
+    if await leases.transition(organisation_id, response_id, "queued", "cancelled"):
         # Not started: ended here, with the create request's row (a worker
         # that takes it later skips it).
         cancelled = {**response, "status": "cancelled"}

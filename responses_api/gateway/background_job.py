@@ -5,6 +5,7 @@ and what stands in for the client's connection while the worker runs it
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -79,9 +80,17 @@ class Job:
             snapshot=job["snapshot"],
         )
 
-    def exchange(self) -> Exchange:
-        """The create request's exchange, again: its row is this one's."""
-        exchange = Exchange(
+    @property
+    def key(self) -> tuple[int, str]:
+        """The response's organisation and id."""
+        return self.caller.organisation_id, self.snapshot["id"]
+
+    def exchange(self, holds: Callable[[], Awaitable[bool]] | None = None) -> Exchange:
+        """The create request's exchange, again: its row is this one's;
+        with ``holds``, handed over only while that says the run holds the
+        response (:class:`Fenced`)."""
+        exchange = Fenced(
+            holds=holds,
             request_id=self.request_id,
             endpoint="/responses",
             method="POST",
@@ -94,6 +103,21 @@ class Job:
         return exchange
 
 
+@dataclass(slots=True)
+class Fenced(Exchange):
+    """An exchange whose row a worker that lost the response does not hand
+    over: the reaper wrote the row (``worker_lost``) when it took it."""
+
+    holds: Callable[[], Awaitable[bool]] | None = None
+
+    async def submit(self) -> None:
+        if not self.submitted and self.holds is not None and not await self.holds():
+            self.submitted = True
+            await self.give_back_held()
+            return
+        await Exchange.submit(self)
+
+
 # --- the sink: the client's connection, for a worker -----------------------------------
 
 
@@ -101,10 +125,14 @@ class Job:
 class Sink:
     """Takes what the handler writes to a client and keeps it in the
     response's event log, numbered on; a JSON answer (an error before the
-    stream started) is kept aside for the run to end the response with."""
+    stream started) is kept aside for the run to end the response with.
+    Its writes carry the run's fencing token: once one is refused (the run
+    was reaped), it writes nothing more and ``lost`` tells the run to stop."""
 
     organisation_id: int
     response_id: str
+    fence: int | None = None
+    lost: bool = False
     number: int = FIRST_WORKER_EVENT
     status: int = 0
     answer: bytes = b""
@@ -113,6 +141,8 @@ class Sink:
     last: dict[str, Any] = field(default_factory=dict)
 
     async def send(self, message: Any) -> None:
+        if self.lost:
+            return
         if message["type"] == "http.response.start":
             self.status = message["status"]
             return
@@ -139,8 +169,12 @@ class Sink:
                 organisation_id=self.organisation_id,
                 response_id=self.response_id,
                 response=self.last,
+                fence=self.fence,
             )
-        await events.append(
-            self.organisation_id, self.response_id, self.number - len(kept), kept, end=end
-        )
+        first = self.number - len(kept)
+        if not await events.append(
+            self.organisation_id, self.response_id, first, kept, end=end, fence=self.fence
+        ):
+            self.lost = True
+            return
         self.ended = self.ended or end

@@ -15,12 +15,14 @@ While it runs, a watch polls the cancel flag every ``CANCEL_POLL`` seconds
 renews the worker's lease. A worker that dies stops renewing it; whoever
 looks next (a read of the response, a cancel, the ``reap_background_responses``
 beat task) ends the response as ``failed`` and writes its row (:func:`reap`).
+Every write of the run carries the fencing token it took the response
+with (``store.leases``): a worker that was only paused past its lease finds
+its writes refused once it was reaped, and stops.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import logging
 import threading
@@ -33,13 +35,15 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from responses_api.gateway.background_job import Job, Sink, encode_event
+from responses_api.gateway.background_local import LocalWorker
 from responses_api.gateway.call import Call
+from responses_api.gateway.draining import drain, shutting_down
 from responses_api.gateway.ending import end_exchange
 from responses_api.gateway.relay import create_response, parse_request
 from responses_api.gateway.responder import Responder
 from responses_api.protocol.errors import ApiError
-from responses_api.store import events
-from responses_api.store.background import background_job, background_update
+from responses_api.store import events, leases
+from responses_api.store.background import FENCE, background_job, background_update
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -55,28 +59,29 @@ CANCELLED = "Cancelled (POST /v1/responses/{id}/cancel)"
 # --- the run --------------------------------------------------------------------------
 
 
-async def run(organisation_id: int, response_id: str) -> None:
-    """Run the queued response (the Celery task's and the local thread's work)."""
+async def run(organisation_id: int, response_id: str, stop: threading.Event | None = None) -> None:
+    """Run the queued response (the Celery task's and the local thread's
+    work); ``stop``, once set, ends it as the shutdown deadline ends a
+    request (the local thread's at SIGTERM)."""
     data = await events.job_get(organisation_id, response_id)
     if data is None:
         log.warning("background response %s: its job is gone", response_id)
         return
     job = Job.load(data)
-    exchange = job.exchange()
     lease = settings.SWITCHYARD_BACKGROUND_LEASE_SECONDS
-    # The lease first: a reader never sees it in progress without one.
-    await events.lease_renew(organisation_id, response_id, lease)
-    if not await events.transition(organisation_id, response_id, "queued", "in_progress"):
+    fence = await leases.claim(organisation_id, response_id, lease)
+    if fence is None:
         # Cancelled while queued: the cancel ended it and wrote its row.
-        await events.lease_drop(organisation_id, response_id)
         return
-    sink = Sink(organisation_id, response_id)
+    exchange = job.exchange(holds=functools.partial(leases.holds, *job.key, fence))
+    sink = Sink(organisation_id, response_id, fence=fence)
     headers = {b"content-type": b"application/json"}
     if job.pinned:
         headers[b"x-backend-id"] = job.pinned.encode("latin-1")
     call = Call(exchange, Responder(sink.send, exchange), headers, body=job.body)
+    FENCE.set(fence)  # the stored response's final write, deep in the ending
     work = asyncio.ensure_future(_work(call, response_id))
-    cancelled = False
+    cancelled = lost = False
     renewed = time.monotonic()
     try:
         while not work.done():
@@ -86,14 +91,24 @@ async def run(organisation_id: int, response_id: str) -> None:
             if not cancelled and await events.cancel_requested(organisation_id, response_id):
                 cancelled = True
                 work.cancel()
+            if stop is not None and stop.is_set() and not exchange.shutdown:
+                exchange.shutdown_deadline()
+                work.cancel()
             if time.monotonic() - renewed > lease / 3:
                 renewed = time.monotonic()
-                await events.lease_renew(organisation_id, response_id, lease)
+                lost = not await leases.lease_renew(organisation_id, response_id, lease, fence)
+            if (lost or sink.lost) and not work.done():
+                # Reaped while paused: whatever it writes now is refused.
+                log.warning("background response %s: taken from this worker", response_id)
+                lost = True
+                work.cancel()
         await asyncio.wait([work])
-        await _ended(call, sink, job, cancelled=cancelled or work.cancelled())
+        if not (lost or sink.lost):
+            await _ended(call, sink, job, cancelled=cancelled or work.cancelled())
     finally:
         await exchange.drop_hold()
-        await events.lease_drop(organisation_id, response_id)
+        if not (lost or sink.lost):
+            await leases.lease_drop(organisation_id, response_id)
 
 
 async def _work(call: Call, response_id: str) -> None:
@@ -107,9 +122,12 @@ async def _work(call: Call, response_id: str) -> None:
     except ApiError as raised:
         error = raised
     except asyncio.CancelledError:
-        exchange.client_gone(note=CANCELLED)
-        await asyncio.shield(end_exchange(call))
-        raise
+        if not exchange.shutdown:
+            exchange.client_gone(note=CANCELLED)
+            await asyncio.shield(end_exchange(call))
+            raise
+        error = shutting_down()  # the process stops: failed, as a cut stream is
+        exchange.cut_by_shutdown()
     except Exception as exc:  # a bug: the response still ends, failed
         log.exception("background response %s failed", response_id)
         error = ApiError(500, "The server had an error while processing the response.")
@@ -120,9 +138,10 @@ async def _work(call: Call, response_id: str) -> None:
 async def _ended(call: Call, sink: Sink, job: Job, *, cancelled: bool) -> None:
     """After the ending: a stream that ended has its final response stored
     and its log closed already; otherwise this ends both."""
-    organisation_id, response_id = job.caller.organisation_id, job.snapshot["id"]
+    organisation_id, response_id = job.key
+    fence = sink.fence
     if sink.ended:
-        await events.transition(organisation_id, response_id, "in_progress", "done")
+        await leases.transition(organisation_id, response_id, "in_progress", "done", fence=fence)
         return
     output = call.output
     if cancelled:
@@ -132,19 +151,21 @@ async def _ended(call: Call, sink: Sink, job: Job, *, cancelled: bool) -> None:
         else:
             final = {**(sink.last or job.snapshot), "status": "cancelled"}
         await sync_to_async(background_update)(
-            organisation_id=organisation_id, response_id=response_id, response=final
+            organisation_id=organisation_id, response_id=response_id, response=final, fence=fence
         )
-        await events.transition(organisation_id, response_id, "in_progress", "cancelled")
-        await events.append(organisation_id, response_id, sink.number, [], end=True)
+        await leases.transition(
+            organisation_id, response_id, "in_progress", "cancelled", fence=fence
+        )
+        await events.append(organisation_id, response_id, sink.number, [], end=True, fence=fence)
         return
     error = _answer_error(sink.answer)
     final = {**(sink.last or job.snapshot), "status": "failed", "error": error}
     await sync_to_async(background_update)(
-        organisation_id=organisation_id, response_id=response_id, response=final
+        organisation_id=organisation_id, response_id=response_id, response=final, fence=fence
     )
-    await events.transition(organisation_id, response_id, "in_progress", "failed")
+    await leases.transition(organisation_id, response_id, "in_progress", "failed", fence=fence)
     event = encode_event({"type": "response.failed", "response": final}, sink.number)
-    await events.append(organisation_id, response_id, sink.number, [event], end=True)
+    await events.append(organisation_id, response_id, sink.number, [event], end=True, fence=fence)
 
 
 def _answer_error(answer: bytes) -> dict[str, Any]:
@@ -166,14 +187,45 @@ async def reap(organisation_id: int, response_id: str, response: dict[str, Any])
     if response.get("status") not in events.ACTIVE:
         return False
     state = await events.state(organisation_id, response_id)
+    fence: int | None = None  # nothing kept of it: no worker to fence out
     if state == "in_progress":
-        if await events.lease_alive(organisation_id, response_id):
+        if await leases.lease_alive(organisation_id, response_id):
             return False
-        if not await events.transition(organisation_id, response_id, "in_progress", "failed"):
+        # The next token: the worker's writes are refused from now on.
+        fence = await leases.seize(organisation_id, response_id, "in_progress", "failed")
+        if fence is None:
             return False
     elif state is not None:
         return False  # queued: a worker takes it when one is free
-    data = await events.job_get(organisation_id, response_id) if state is not None else None
+    lost = ApiError(500, WORKER_LOST, code="worker_lost")
+    await _fail(organisation_id, response_id, response, fence, lost, kept=state is not None)
+    await leases.lease_drop(organisation_id, response_id)
+    return True
+
+
+async def shut_out(organisation_id: int, response_id: str) -> None:
+    """A response still queued at the shutdown deadline of the process
+    that was to run it: failed, with its row (a 503, as a request cut then)."""
+    fence = await leases.seize(organisation_id, response_id, "queued", "failed")
+    if fence is None:
+        return  # cancelled meanwhile: the cancel ended it
+    data = await events.job_get(organisation_id, response_id)
+    snapshot = Job.load(data).snapshot if data is not None else {"id": response_id}
+    await _fail(organisation_id, response_id, snapshot, fence, shutting_down(), kept=True)
+
+
+async def _fail(
+    organisation_id: int,
+    response_id: str,
+    response: dict[str, Any],
+    fence: int | None,
+    error: ApiError,
+    *,
+    kept: bool,
+) -> None:
+    """End ``response`` failed with ``error`` where no run will: stored,
+    its log closed (when ``kept``), the create request's row written."""
+    data = await events.job_get(organisation_id, response_id) if kept else None
     if data is None:
         # Nothing kept of it but its stored row (a restart of the embedded
         # default): the job sealed there still names the request's row.
@@ -183,19 +235,22 @@ async def reap(organisation_id: int, response_id: str, response: dict[str, Any])
     failed = {
         **response,
         "status": "failed",
-        "error": {"code": "server_error", "message": WORKER_LOST},
+        "error": {"code": "server_error", "message": error.message},
     }
     await sync_to_async(background_update)(
-        organisation_id=organisation_id, response_id=response_id, response=failed
+        organisation_id=organisation_id, response_id=response_id, response=failed, fence=fence
     )
-    if state is not None:
+    if kept:
         number = await events.next_number(organisation_id, response_id)
         event = encode_event({"type": "response.failed", "response": failed}, number)
-        await events.append(organisation_id, response_id, number, [event], end=True)
+        await events.append(organisation_id, response_id, number, [event], end=True, fence=fence)
     if data is not None:
-        await _lost_row(Job.load(data))
-    await events.lease_drop(organisation_id, response_id)
-    return True
+        exchange = Job.load(data).exchange()
+        exchange.asked(model=response.get("model", ""), stream=False, prompt_cache_key=None)
+        exchange.fail(error)
+        if error.code == "server_shutting_down":
+            exchange.cut_by_shutdown()
+        await exchange.submit()
 
 
 async def cancelled_row(job: Job) -> None:
@@ -206,76 +261,23 @@ async def cancelled_row(job: Job) -> None:
     await exchange.submit()
 
 
-async def _lost_row(job: Job) -> None:
-    """The create request's row, which its worker did not live to write."""
-    exchange = job.exchange()
-    exchange.asked(model=job.snapshot.get("model", ""), stream=False, prompt_cache_key=None)
-    exchange.fail(ApiError(500, WORKER_LOST, code="worker_lost"))
-    await exchange.submit()
-
-
 async def reap_expired() -> int:
     """The beat's sweep: every response whose worker's lease ran out."""
     from responses_api.store import responses as store
 
     reaped = 0
-    for organisation_id, response_id in await events.leases_expired():
+    for organisation_id, response_id in await leases.leases_expired():
         stored = await sync_to_async(store.response_get)(
             organisation_id=organisation_id, response_id=response_id
         )
         if stored is None or stored.response.get("status") not in events.ACTIVE:
-            await events.lease_drop(organisation_id, response_id)
+            await leases.lease_drop(organisation_id, response_id)
             continue
         reaped += await reap(organisation_id, response_id, stored.response)
     return reaped
 
 
 # --- where it runs ----------------------------------------------------------------------
-
-
-class LocalWorker:
-    """A thread of this process with an event loop of its own, running the
-    background responses of the embedded default (and of tests): they
-    outlive the request that queued them."""
-
-    def __init__(self) -> None:
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.lock = threading.Lock()
-        self.running: set[asyncio.Future[None]] = set()
-
-    def submit(self, organisation_id: int, response_id: str) -> None:
-        with self.lock:
-            if self.loop is None:
-                self.loop = asyncio.new_event_loop()
-                threading.Thread(
-                    target=self.loop.run_forever, name="background-responses", daemon=True
-                ).start()
-        # In a context of its own: the request's (its thread-sensitive
-        # executor for the ORM among them) ends with the request.
-        future = contextvars.Context().run(
-            asyncio.run_coroutine_threadsafe, run(organisation_id, response_id), self.loop
-        )
-        self.running.add(future)  # type: ignore[arg-type]
-        future.add_done_callback(self._done)
-
-    def close(self) -> None:
-        """Close what the thread's loop holds open (backend connections,
-        Redis), once the responses it runs have ended; a later response
-        starts a new loop."""
-        with self.lock:
-            loop, self.loop = self.loop, None
-        if loop is None:
-            return
-        asyncio.run_coroutine_threadsafe(_close_loop(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-
-    def _done(self, future: Any) -> None:
-        self.running.discard(future)
-        if not future.cancelled() and future.exception() is not None:
-            log.error("background response failed", exc_info=future.exception())
-
-
-local_worker = LocalWorker()
 
 
 def runner() -> str:
@@ -316,6 +318,10 @@ async def _close_loop() -> None:
 
     await close_clients()
     await redis_conn.close_loop_clients()
+
+
+local_worker = LocalWorker(run, shut_out, _close_loop)
+drain.workers.append(local_worker)  # SIGTERM drains it with the exchanges
 
 
 def run_to_end(organisation_id: int, response_id: str) -> None:

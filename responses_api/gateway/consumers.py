@@ -37,7 +37,7 @@ from responses_api.gateway.tracing import trace_begin, trace_end
 from responses_api.protocol.errors import ApiError, body_too_large, body_too_slow, invalid
 from responses_api.runtime import telemetry
 from responses_api.runtime.metrics import unauthenticated_observe
-from responses_api.usage.writer import sink
+from responses_api.usage.sink import sink
 
 log = logging.getLogger("switchyard.requests")
 

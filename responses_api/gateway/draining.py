@@ -8,10 +8,12 @@ that handler once the reactor runs. On SIGTERM the process
 1. turns draining: ``/readyz`` answers 503 and the API refuses new requests
    with 503 ``server_shutting_down`` (``Retry-After: 1``);
 2. lets the exchanges in flight finish, for up to
-   ``SWITCHYARD_SHUTDOWN_GRACE_SECONDS``;
+   ``SWITCHYARD_SHUTDOWN_GRACE_SECONDS``, and within the same grace the
+   background responses its own worker runs or has queued
+   (``background_local``);
 3. ends the rest: a stream gets ``response.failed``, a request still waiting
-   for its answer a 503; each writes its usage row (status 503,
-   ``server_shutting_down``);
+   for its answer a 503, a background response is failed; each writes its
+   usage row (status 503, ``server_shutting_down``);
 4. flushes the usage rows and the trace spans still held by the process,
    then stops the reactor.
 
@@ -55,6 +57,9 @@ class Drain:
         # Open WebSockets (``websocket.Connection``): each closes once its
         # response under way, if any, has ended.
         self.sockets: set[Any] = set()
+        # The process's own background worker (``background_local``): its
+        # ``drain(grace, final)`` ends what it runs, to the same deadline.
+        self.workers: list[Any] = []
         self._idle: asyncio.Event | None = None
         self._bursts = BurstWatch()
 
@@ -73,7 +78,7 @@ class Drain:
         """Drain: wait up to ``grace`` seconds, end what is left, flush the usage rows."""
         from responses_api.backends.client import close_clients
         from responses_api.runtime.metrics import process_exit
-        from responses_api.usage.writer import sink
+        from responses_api.usage.sink import sink
 
         self.draining = True
         started = time.monotonic()
@@ -84,6 +89,12 @@ class Drain:
         if self.exchanges:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), timeout=grace)
+        # Then the background runs, to the same deadline: they end before
+        # the streams that follow them are cut, which get their last events.
+        remaining = max(0.0, grace - (time.monotonic() - started))
+        runs = 0
+        for worker in self.workers:
+            runs += await worker.drain(remaining, FINAL_WRITE_SECONDS)
         left = dict(self.exchanges)
         for task, exchange in left.items():
             exchange.shutdown_deadline()
@@ -99,9 +110,10 @@ class Drain:
         await asyncio.to_thread(telemetry.shutdown)
         process_exit()
         log.warning(
-            "drained in %.1f s; %d exchange(s) ended at the deadline",
+            "drained in %.1f s; %d exchange(s) and %d background response(s) ended at the deadline",
             time.monotonic() - started,
             len(left),
+            runs,
         )
 
 

@@ -23,7 +23,7 @@ from responses_api.gateway.client import CLIENT_ID_LENGTH, NO_CLIENT, Client
 from responses_api.runtime import redis_conn
 from responses_api.runtime.metrics import request_observe
 from responses_api.usage.holds import spend_release, spend_settle
-from responses_api.usage.writer import sink
+from responses_api.usage.sink import sink
 
 if TYPE_CHECKING:
     from responses_api.access.auth import Caller

@@ -62,7 +62,7 @@ from responses_api.gateway.websocket_frames import (
 )
 from responses_api.protocol.errors import ApiError, body_too_large, invalid, too_deep
 from responses_api.runtime.metrics import unauthenticated_observe
-from responses_api.usage.writer import sink
+from responses_api.usage.sink import sink
 
 log = logging.getLogger("switchyard.requests")
 

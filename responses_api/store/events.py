@@ -4,10 +4,11 @@ worker running it (README, "Background responses").
 Per response, keyed by organisation and id (another organisation's id
 names nothing here): its job (what the worker needs to run it), its state
 (``queued``, ``in_progress``, then ``done``, ``cancelled`` or ``failed``),
-a cancel flag, the worker's lease, and its events, numbered by their
-``sequence_number``, so that any web process replays them from any point
-and follows the new ones. Jobs and events are content: they are kept
-encrypted (``runtime.secrets``), and everything expires
+a cancel flag, the worker's lease and fencing token (``store.leases``), and
+its events, numbered by their ``sequence_number``, so that any web process
+replays them from any point and follows the new ones; a worker's appends
+carry its token. Jobs and events are content: they are kept encrypted
+(``runtime.secrets``), and everything expires
 ``SWITCHYARD_BACKGROUND_TTL_SECONDS`` after its last write.
 
 With ``REDIS_URL`` this is Redis (a hash, a lease key, a stream whose entry
@@ -47,7 +48,7 @@ def _ttl() -> int:
     return int(settings.SWITCHYARD_BACKGROUND_TTL_SECONDS)
 
 
-def _key(organisation_id: int, response_id: str) -> str:
+def state_key(organisation_id: int, response_id: str) -> str:
     return f"{PREFIX}:{organisation_id}:{response_id}"
 
 
@@ -69,6 +70,7 @@ class _Log:
     job: bytes = b""
     cancel: bool = False
     lease_until: float = 0.0
+    fence: int = 0
     events: list[bytes] = field(default_factory=list)
     ended: bool = False
     touched: float = field(default_factory=time.monotonic)
@@ -77,11 +79,11 @@ class _Log:
     )
 
 
-_lock = threading.Lock()
+memory_lock = threading.Lock()
 _logs: dict[tuple[int, str], _Log] = {}
 
 
-def _memory(organisation_id: int, response_id: str, create: bool = False) -> _Log | None:
+def memory_log(organisation_id: int, response_id: str, create: bool = False) -> _Log | None:
     now = time.monotonic()
     for key in [k for k, log in _logs.items() if now - log.touched > _ttl()]:
         del _logs[key]
@@ -108,7 +110,7 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 def forget_all() -> None:
     """Drop what this process keeps in memory (as a restart of the process does)."""
-    with _lock:
+    with memory_lock:
         _logs.clear()
 
 
@@ -119,12 +121,12 @@ async def job_put(organisation_id: int, response_id: str, job: bytes) -> None:
     """Keep a queued response's job (state ``queued``)."""
     sealed = encrypt_bytes(job)
     if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id, create=True)
+        with memory_lock:
+            log = memory_log(organisation_id, response_id, create=True)
             assert log is not None
             log.job = sealed.encode()
         return
-    key = _key(organisation_id, response_id)
+    key = state_key(organisation_id, response_id)
     await redis_conn.run_batch(
         [("HSET", key, "state", "queued", "job", sealed), ("EXPIRE", key, _ttl())]
     )
@@ -132,119 +134,46 @@ async def job_put(organisation_id: int, response_id: str, job: bytes) -> None:
 
 async def job_get(organisation_id: int, response_id: str) -> bytes | None:
     if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
+        with memory_lock:
+            log = memory_log(organisation_id, response_id)
             sealed = log.job if log is not None else b""
     else:
-        sealed = await redis_conn.async_client().hget(_key(organisation_id, response_id), "job")
+        sealed = await redis_conn.async_client().hget(
+            state_key(organisation_id, response_id), "job"
+        )
     return decrypt_bytes(sealed.decode("ascii")) if sealed else None
 
 
 async def state(organisation_id: int, response_id: str) -> str | None:
     if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
+        with memory_lock:
+            log = memory_log(organisation_id, response_id)
             return log.state if log is not None else None
-    value = await redis_conn.async_client().hget(_key(organisation_id, response_id), "state")
+    value = await redis_conn.async_client().hget(state_key(organisation_id, response_id), "state")
     return value.decode() if value else None
 
 
-_TRANSITION = """
-if redis.call('HGET', KEYS[1], 'state') == ARGV[1] then
-  redis.call('HSET', KEYS[1], 'state', ARGV[2])
-  return 1
-end
-return 0
-"""
-
-
-async def transition(organisation_id: int, response_id: str, before: str, after: str) -> bool:
-    """Move the state from ``before`` to ``after``; False when it was not
-    ``before`` (someone else moved it first)."""
-    if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
-            if log is None or log.state != before:
-                return False
-            log.state = after
-            return True
-    moved = await redis_conn.run_script(
-        _TRANSITION, [_key(organisation_id, response_id)], [before, after]
-    )
-    return bool(moved)
+def fence_holds(log: _Log | None, fence: int | None) -> bool:
+    return log is not None and (fence is None or log.fence == fence)
 
 
 async def cancel_request(organisation_id: int, response_id: str) -> None:
     if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
+        with memory_lock:
+            log = memory_log(organisation_id, response_id)
             if log is not None:
                 log.cancel = True
         return
-    await redis_conn.async_client().hset(_key(organisation_id, response_id), "cancel", "1")
+    await redis_conn.async_client().hset(state_key(organisation_id, response_id), "cancel", "1")
 
 
 async def cancel_requested(organisation_id: int, response_id: str) -> bool:
     if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
+        with memory_lock:
+            log = memory_log(organisation_id, response_id)
             return log is not None and log.cancel
-    value = await redis_conn.async_client().hget(_key(organisation_id, response_id), "cancel")
+    value = await redis_conn.async_client().hget(state_key(organisation_id, response_id), "cancel")
     return bool(value)
-
-
-async def lease_renew(organisation_id: int, response_id: str, seconds: float) -> None:
-    """The worker running the response is alive for ``seconds`` more."""
-    if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
-            if log is not None:
-                log.lease_until = time.monotonic() + seconds
-        return
-    member = f"{organisation_id}:{response_id}"
-    await redis_conn.run_batch(
-        [
-            ("SET", f"{_key(organisation_id, response_id)}:lease", "1", "PX", int(seconds * 1000)),
-            ("ZADD", RUNNING, time.time() + seconds, member),
-        ]
-    )
-
-
-async def lease_drop(organisation_id: int, response_id: str) -> None:
-    if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
-            if log is not None:
-                log.lease_until = 0.0
-        return
-    await redis_conn.run_batch(
-        [
-            ("DEL", f"{_key(organisation_id, response_id)}:lease"),
-            ("ZREM", RUNNING, f"{organisation_id}:{response_id}"),
-        ]
-    )
-
-
-async def lease_alive(organisation_id: int, response_id: str) -> bool:
-    if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
-            return log is not None and log.lease_until > time.monotonic()
-    key = f"{_key(organisation_id, response_id)}:lease"
-    return bool(await redis_conn.async_client().exists(key))
-
-
-async def leases_expired() -> list[tuple[int, str]]:
-    """The responses whose worker stopped renewing its lease (Redis only:
-    in the embedded default the worker is this process)."""
-    if not redis_conn.enabled():
-        return []
-    members = await redis_conn.async_client().zrangebyscore(RUNNING, "-inf", time.time())
-    found = []
-    for member in members:
-        organisation, _, response_id = member.decode().partition(":")
-        found.append((int(organisation), response_id))
-    return found
 
 
 async def append(
@@ -254,18 +183,26 @@ async def append(
     events: Sequence[bytes],
     *,
     end: bool = False,
-) -> None:
-    """Add ``events``, numbered from ``first``; ``end`` closes the log."""
+    fence: int | None = None,
+) -> bool:
+    """Add ``events``, numbered from ``first``; ``end`` closes the log.
+    False (nothing added) when ``fence`` is not the current token."""
     sealed = [encrypt_bytes(event) for event in events]
     if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id, create=True)
+        with memory_lock:
+            log = memory_log(organisation_id, response_id, create=fence is None)
+            if not fence_holds(log, fence):
+                return False
             assert log is not None
             log.events.extend(token.encode() for token in sealed)
             log.ended = log.ended or end
             _wake(log)
-        return
-    stream = f"{_key(organisation_id, response_id)}:events"
+        return True
+    stream = f"{state_key(organisation_id, response_id)}:events"
+    if fence is not None:
+        key = state_key(organisation_id, response_id)
+        args = [fence, first, "1" if end else "", _ttl(), MAX_EVENTS, *sealed]
+        return bool(await redis_conn.run_script(_APPEND, [key, stream], args))
     commands: list[tuple[Any, ...]] = [
         ("XADD", stream, "MAXLEN", "~", MAX_EVENTS, f"0-{first + i + 1}", "e", token)
         for i, token in enumerate(sealed)
@@ -273,8 +210,24 @@ async def append(
     if end:
         commands.append(("XADD", stream, "*", "end", "1"))
     commands.append(("EXPIRE", stream, _ttl()))
-    commands.append(("EXPIRE", _key(organisation_id, response_id), _ttl()))
+    commands.append(("EXPIRE", state_key(organisation_id, response_id), _ttl()))
     await redis_conn.run_batch(commands)
+    return True
+
+
+# ARGV: the token, the first number, '1' to end the log, the TTL, the most
+# events kept, then the sealed events.
+_APPEND = """
+if redis.call('HGET', KEYS[1], 'fence') ~= ARGV[1] then return 0 end
+for i = 6, #ARGV do
+  local id = '0-' .. (tonumber(ARGV[2]) + i - 5)
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], id, 'e', ARGV[i])
+end
+if ARGV[3] == '1' then redis.call('XADD', KEYS[2], '*', 'end', '1') end
+redis.call('EXPIRE', KEYS[2], ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
 
 
 async def read(organisation_id: int, response_id: str, after: int, *, wait: float = 0.0) -> Read:
@@ -287,7 +240,7 @@ async def read(organisation_id: int, response_id: str, after: int, *, wait: floa
     if not redis_conn.enabled():
         return await _read_memory(organisation_id, response_id, after, wait)
     client = redis_conn.async_client()
-    stream = f"{_key(organisation_id, response_id)}:events"
+    stream = f"{state_key(organisation_id, response_id)}:events"
     entries = await client.xrange(stream, f"0-{after + 2}", "+")
     if not entries and wait > 0:
         found = await redis_conn.blocking(
@@ -308,8 +261,8 @@ async def read(organisation_id: int, response_id: str, after: int, *, wait: floa
 
 async def _read_memory(organisation_id: int, response_id: str, after: int, wait: float) -> Read:
     loop = asyncio.get_running_loop()
-    with _lock:
-        log = _memory(organisation_id, response_id)
+    with memory_lock:
+        log = memory_log(organisation_id, response_id)
         if log is None:
             return Read([], True)
         future: asyncio.Future[None] | None = None
@@ -323,9 +276,9 @@ async def _read_memory(organisation_id: int, response_id: str, after: int, wait:
         finally:
             # Not woken (a timeout, a client gone): no longer waiting, so
             # that an open log keeps no waiter per read that timed out.
-            with _lock, contextlib.suppress(ValueError):
+            with memory_lock, contextlib.suppress(ValueError):
                 log.waiters.remove((loop, future))
-    with _lock:
+    with memory_lock:
         sealed = log.events[after + 1 :]
         ended = log.ended
     return Read(
@@ -337,10 +290,10 @@ async def _read_memory(organisation_id: int, response_id: str, after: int, wait:
 async def next_number(organisation_id: int, response_id: str) -> int:
     """The number the next event of the log gets."""
     if not redis_conn.enabled():
-        with _lock:
-            log = _memory(organisation_id, response_id)
+        with memory_lock:
+            log = memory_log(organisation_id, response_id)
             return len(log.events) if log is not None else 0
-    stream = f"{_key(organisation_id, response_id)}:events"
+    stream = f"{state_key(organisation_id, response_id)}:events"
     for entry_id, fields in await redis_conn.async_client().xrevrange(stream, "+", "-", count=2):
         if b"end" not in fields:
             return int(entry_id.split(b"-")[1])

@@ -32,6 +32,9 @@ it is committed to the database** (or parked as unwritable, see below).
 
 Rows are lost only if Redis loses acknowledged writes: run it with AOF (``appendonly yes``).
 
+``usage.sink`` hands the rows over (the Redis append, or memory); this module
+writes them and drains the stream.
+
 Without Redis (the embedded default, one process) rows wait in process memory
 for about ``FLUSH_INTERVAL`` seconds before a batch insert, and are written at
 interpreter exit (and at SIGTERM, ``responses_api/gateway/draining.py``); a crash of
@@ -44,20 +47,15 @@ before they are authenticated, so they make none (:meth:`UsageSink.full`).
 
 from __future__ import annotations
 
-import asyncio
-import atexit
-import contextlib
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import orjson
-import redis.exceptions
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 
@@ -73,7 +71,6 @@ from responses_api.usage.sanitise import json_clean
 
 log = logging.getLogger(__name__)
 
-STREAM = os.environ.get("SWITCHYARD_USAGE_STREAM", "switchyard:usage")
 GROUP = "writers"
 BATCH = 500
 DRAIN_BATCHES = 20  # one drain's batches, before the writer gets its turn back
@@ -179,6 +176,11 @@ def _touch_keys(rows: list[dict[str, Any]]) -> None:
 # --- Redis stream ------------------------------------------------------------
 
 
+def stream() -> str:
+    """The Redis stream of the usage rows (``SWITCHYARD_USAGE_STREAM``)."""
+    return settings.SWITCHYARD_USAGE_STREAM
+
+
 def _consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -187,14 +189,14 @@ def _ensure_group(client) -> None:
     import redis
 
     try:
-        client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+        client.xgroup_create(stream(), GROUP, id="0", mkstream=True)
     except redis.ResponseError as exc:
         if "BUSYGROUP" not in str(exc):
             raise
 
 
 def dead_letter_stream() -> str:
-    return STREAM + ":dead"
+    return stream() + ":dead"
 
 
 def drain_redis(
@@ -209,12 +211,12 @@ def drain_redis(
     Entries are acknowledged only once their rows are committed (or, for a
     row the database refuses, kept as a dead letter), so a writer that dies
     mid-way leaves them pending for another to claim."""
-    consumer = consumer or _consumer_name()
+    consumer, name = consumer or _consumer_name(), stream()
     _ensure_group(client)
     # First, entries a dead (or stuck) writer left pending for too long.
-    _, claimed, *_ = client.xautoclaim(STREAM, GROUP, consumer, claim_idle_ms, "0-0", count=BATCH)
+    _, claimed, *_ = client.xautoclaim(name, GROUP, consumer, claim_idle_ms, "0-0", count=BATCH)
     batches = [claimed] if claimed else []
-    response = client.xreadgroup(GROUP, consumer, {STREAM: ">"}, count=BATCH, block=block_ms)
+    response = client.xreadgroup(GROUP, consumer, {name: ">"}, count=BATCH, block=block_ms)
     for _, entries in response or ():
         batches.append(entries)
     handled = 0
@@ -243,8 +245,8 @@ def drain_redis(
         write_rows(rows, unstored=park)
         ids = [entry_id for entry_id, _ in entries]
         # Acknowledge only after the rows are committed.
-        client.xack(STREAM, GROUP, *ids)
-        client.xdel(STREAM, *ids)
+        client.xack(name, GROUP, *ids)
+        client.xdel(name, *ids)
         handled += len(ids)
     return handled
 
@@ -253,132 +255,11 @@ def redis_client(block_ms: int = 0):
     return redis_conn.sync_client(**redis_conn.timeouts(block_ms / 1000))
 
 
-class UsageSink:
-    """Per-process entry point: ``sink.submit(row)`` (see there)."""
-
-    def __init__(self) -> None:
-        self.pending: list[dict[str, Any]] = []
-        atexit.register(self.flush_at_exit)
-        self._task: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake: asyncio.Event | None = None
-
-    def full(self) -> bool:
-        """Whether the rows no store took reached ``SWITCHYARD_USAGE_PENDING_MAX``."""
-        return len(self.pending) >= settings.SWITCHYARD_USAGE_PENDING_MAX
-
-    def _ensure_task(self) -> None:
-        if settings.REDIS_URL and not settings.SWITCHYARD_USAGE_DRAIN_IN_WEB and not self.pending:
-            return  # Celery's drain_usage writes the rows
-        loop = asyncio.get_running_loop()
-        if self._task is None or self._task.done() or self._loop is not loop:
-            self._loop = loop
-            self._wake = asyncio.Event()
-            self._task = loop.create_task(self._run(), name="switchyard-usage-writer")
-
-    def submit(
-        self,
-        row: dict[str, Any],
-        scripts: Sequence[redis_conn.ScriptCall] = (),
-        then: Sequence[Sequence[Any]] = (),
-    ) -> Awaitable[None] | None:
-        """Hand a row over: the append to the Redis stream to await, or None
-        when the row is already held in memory (the embedded default), so
-        that case costs the request no task. ``scripts`` (the spend
-        counters' increments) and ``then`` (commands giving back what the
-        request held) go to Redis in the append's round trip, ``then`` after
-        the row: a connection lost half-way keeps a lease (it expires) rather
-        than the row."""
-        self._ensure_task()
-        if settings.REDIS_URL:
-            return self._append(row, scripts, then)
-        self.pending.append(row)
-        self._wake_writer()
-        return None
-
-    async def _append(
-        self,
-        row: dict[str, Any],
-        scripts: Sequence[redis_conn.ScriptCall] = (),
-        then: Sequence[Sequence[Any]] = (),
-    ) -> None:
-        # In the round trip of every request ending in the same turn of the loop.
-        try:
-            await redis_conn.run_batch(
-                [("XADD", STREAM, "*", "r", encode_row(row)), *then], scripts
-            )
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            # Redis is out of reach: this process writes the row itself
-            # (inserts are idempotent on request_id, should the append have
-            # landed after all). What ``then`` gave back expires instead.
-            log.warning("usage row %s kept in memory: Redis: %s", row["request_id"], exc)
-            self.pending.append(row)
-            self._ensure_task()
-        self._wake_writer()
-
-    def _wake_writer(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
-
-    async def _run(self) -> None:
-        assert self._wake is not None
-        backoff = 0.0
-        while True:
-            # asyncio.timeout, not wait_for: on Python 3.11, wait_for returns
-            # when the wake and a cancellation come in the same turn, and the
-            # task would outlive its loop's shutdown.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(5.0):
-                    await self._wake.wait()
-            self._wake.clear()
-            await asyncio.sleep(FLUSH_INTERVAL)
-            try:
-                await self.flush()
-            except Exception:
-                # The database (or Redis) is down or locked: the rows are
-                # kept (in memory, or pending in the stream) for the next try.
-                backoff = min(max(backoff * 2, 1.0), MAX_BACKOFF)
-                log.exception("usage rows could not be written; retrying in %g s", backoff)
-                await asyncio.sleep(backoff)
-                self._wake_writer()
-            else:
-                backoff = 0.0
-
-    def flush_at_exit(self) -> None:
-        """Embedded default: write what is still in memory when the process exits."""
-        rows, self.pending = self.pending, []
-        if rows:
-            try:
-                write_rows(rows)
-            except Exception:
-                log.exception("%d usage rows could not be written at exit", len(rows))
-
-    async def flush(self) -> int:
-        written = await self._write_pending()
-        if settings.REDIS_URL:
-            written += await sync_to_async(_drain_once, thread_sensitive=False)()
-        return written
-
-    async def _write_pending(self) -> int:
-        """The rows held in memory: all of them in the embedded default, and
-        with Redis those its stream could not take."""
-        rows, self.pending = self.pending, []
-        if not rows:
-            return 0
-        try:
-            # Refused rows become dead letters; only an unavailable
-            # database raises here.
-            await sync_to_async(write_rows)(rows)
-        except Exception:
-            self.pending[:0] = rows
-            raise
-        return len(rows)
-
-
 _redis_sync = None
 
 
-def _drain_once() -> int:
+def drain_once() -> int:
+    """Move what the stream holds into the database, a bounded number of batches."""
     global _redis_sync
     if _redis_sync is None:
         _redis_sync = redis_client()
@@ -395,6 +276,3 @@ def _drain_once() -> int:
         return total
     finally:
         close_old_connections()
-
-
-sink = UsageSink()

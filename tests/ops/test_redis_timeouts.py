@@ -105,8 +105,8 @@ def test_a_background_follower_waits_past_the_read_timeout(own_redis):
     assert read.events == [(1, b"second")]
 
 
-def test_the_usage_writer_blocks_on_the_stream_past_the_read_timeout(own_redis, monkeypatch):
-    monkeypatch.setattr(usage, "STREAM", "switchyard:usage:timeouts")
+def test_the_usage_writer_blocks_on_the_stream_past_the_read_timeout(own_redis, settings):
+    settings.SWITCHYARD_USAGE_STREAM = "switchyard:usage:timeouts"
     client = usage.redis_client(block_ms=int(3 * TIMEOUT * 1000))
     started = time.monotonic()
     assert usage.drain_redis(client, consumer="w", block_ms=int(3 * TIMEOUT * 1000)) == 0

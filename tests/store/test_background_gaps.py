@@ -112,7 +112,7 @@ def _forget(organisation_id: int, response_id: str) -> None:
     import redis
 
     with redis.Redis.from_url(settings.REDIS_URL) as conn:
-        conn.delete(events._key(organisation_id, response_id))
+        conn.delete(events.state_key(organisation_id, response_id))
 
 
 def test_a_restart_before_the_end_fails_the_response_with_its_row(client, no_worker):

@@ -38,7 +38,7 @@ def log_id():
     import redis
 
     with redis.Redis.from_url(settings.REDIS_URL) as conn:
-        key = events._key(ORGANISATION, response_id)
+        key = events.state_key(ORGANISATION, response_id)
         conn.delete(key, f"{key}:events")
 
 

@@ -157,11 +157,11 @@ def test_a_refused_row_in_the_stream_is_acknowledged_as_a_dead_letter(people, do
     _, orphan = doomed
     good = a_row(people["acme"].id)
     for row in (orphan, good):
-        redis_stream.xadd(usage.STREAM, {"r": usage.encode_row(row)})
+        redis_stream.xadd(usage.stream(), {"r": usage.encode_row(row)})
     assert usage.drain_redis(redis_stream, consumer="w") == 2
     assert [str(r.request_id) for r in usage_rows()] == [good["request_id"]]
     assert UsageDeadLetter.objects.get().request_id == orphan["request_id"]
-    assert redis_stream.xpending(usage.STREAM, usage.GROUP)["pending"] == 0
+    assert redis_stream.xpending(usage.stream(), usage.GROUP)["pending"] == 0
 
 
 def test_the_dashboard_shows_the_count_to_whom_it_concerns(people, doomed):

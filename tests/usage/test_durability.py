@@ -44,7 +44,7 @@ def a_row(organisation_id: int, **fields) -> dict:
 
 def xadd(client, row: dict | bytes) -> None:
     raw = row if isinstance(row, bytes) else usage.encode_row(row)
-    client.xadd(usage.STREAM, {"r": raw})
+    client.xadd(usage.stream(), {"r": raw})
 
 
 @pytest.mark.django_db(transaction=True)
@@ -111,13 +111,13 @@ def test_rows_read_by_a_writer_that_crashed_are_claimed_by_another(people, redis
         xadd(redis_stream, row)
     usage._ensure_group(redis_stream)
     # A writer reads the entries, then dies before writing or acknowledging.
-    taken = redis_stream.xreadgroup(usage.GROUP, "crashed", {usage.STREAM: ">"}, count=10)
+    taken = redis_stream.xreadgroup(usage.GROUP, "crashed", {usage.stream(): ">"}, count=10)
     assert len(taken[0][1]) == 3
     assert usage.drain_redis(redis_stream, consumer="healthy") == 0  # not idle long enough yet
     assert usage_rows() == []
     assert usage.drain_redis(redis_stream, consumer="healthy", claim_idle_ms=0) == 3
     assert sorted(str(r.request_id) for r in usage_rows()) == sorted(r["request_id"] for r in rows)
-    assert redis_stream.xpending(usage.STREAM, usage.GROUP)["pending"] == 0
+    assert redis_stream.xpending(usage.stream(), usage.GROUP)["pending"] == 0
 
 
 @needs_redis
@@ -142,7 +142,7 @@ def test_a_poison_row_does_not_block_the_others(people, redis_stream):
         [first["request_id"], out_of_range["request_id"], last["request_id"]]
     )
     assert written[out_of_range["request_id"]].status == 32767
-    assert redis_stream.xpending(usage.STREAM, usage.GROUP)["pending"] == 0
+    assert redis_stream.xpending(usage.stream(), usage.GROUP)["pending"] == 0
     assert sorted(UsageDeadLetter.objects.values_list("request_id", flat=True)) == sorted(
         ["", orphan["request_id"]]
     )
@@ -170,7 +170,7 @@ def test_a_web_process_killed_right_after_answering_loses_no_row(
     # This web process only queues rows; writing them is left to the workers,
     # so the row can only survive the kill through Redis.
     web = start_daphne(
-        server_env(SWITCHYARD_USAGE_STREAM=usage.STREAM, SWITCHYARD_USAGE_DRAIN_IN_WEB="false")
+        server_env(SWITCHYARD_USAGE_STREAM=usage.stream(), SWITCHYARD_USAGE_DRAIN_IN_WEB="false")
     )
     try:
         response = httpx.post(
@@ -185,7 +185,7 @@ def test_a_web_process_killed_right_after_answering_loses_no_row(
         web.stop()
     assert response.status_code == 200
     assert usage_rows() == []
-    entries = redis_stream.xrange(usage.STREAM)
+    entries = redis_stream.xrange(usage.stream())
     assert len(entries) == 1
     assert orjson.loads(entries[0][1][b"r"])["request_id"] == response.headers["x-request-id"]
     assert usage.drain_redis(redis_stream, consumer="worker") == 1
@@ -204,7 +204,7 @@ def test_one_drain_takes_a_bounded_number_of_batches(people, redis_stream, monke
     monkeypatch.setattr(usage, "_redis_sync", redis_stream)
     for _ in range(10):
         xadd(redis_stream, a_row(people["acme"].id))
-    assert usage._drain_once() == 6
-    assert redis_stream.xlen(usage.STREAM) == 4
-    assert usage._drain_once() == 4
+    assert usage.drain_once() == 6
+    assert redis_stream.xlen(usage.stream()) == 4
+    assert usage.drain_once() == 4
     assert len(usage_rows()) == 10

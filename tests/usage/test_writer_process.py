@@ -24,7 +24,7 @@ def start_writer(**env: str) -> tuple[subprocess.Popen, Path]:
     process = subprocess.Popen(
         [sys.executable, "manage.py", "write_usage", "--interval", "0.05"],
         cwd=ROOT,
-        env=server_env(SWITCHYARD_USAGE_STREAM=usage.STREAM, LOG_FORMAT="text", **env),
+        env=server_env(SWITCHYARD_USAGE_STREAM=usage.stream(), LOG_FORMAT="text", **env),
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
     )
@@ -50,7 +50,7 @@ def test_the_writer_commits_what_web_processes_queue_and_stops_cleanly(
     for row in waiting:
         xadd(redis_stream, row)
     web = start_daphne(
-        server_env(SWITCHYARD_USAGE_STREAM=usage.STREAM, SWITCHYARD_USAGE_DRAIN_IN_WEB="false")
+        server_env(SWITCHYARD_USAGE_STREAM=usage.stream(), SWITCHYARD_USAGE_DRAIN_IN_WEB="false")
     )
     writer, log = start_writer()
     try:
@@ -68,8 +68,8 @@ def test_the_writer_commits_what_web_processes_queue_and_stops_cleanly(
         written = {str(r.request_id) for r in usage_rows()}
         assert set(ids) | {r["request_id"] for r in waiting} == written
         # Committed rows leave the stream; nothing is left pending.
-        wait_for(lambda: redis_stream.xlen(usage.STREAM) == 0, timeout=10)
-        assert redis_stream.xpending(usage.STREAM, usage.GROUP)["pending"] == 0
+        wait_for(lambda: redis_stream.xlen(usage.stream()) == 0, timeout=10)
+        assert redis_stream.xpending(usage.stream(), usage.GROUP)["pending"] == 0
         writer.send_signal(signal.SIGTERM)
         assert writer.wait(15) == 0
     finally:
@@ -91,7 +91,7 @@ def test_the_writer_waits_for_a_database_that_is_down_and_loses_nothing(people, 
     writer, log = start_writer(DATABASE_URL="postgres://postgres@127.0.0.1:1/nothing")
     try:
         wait_for(lambda: "could not be written" in log.read_text(), timeout=30)
-        assert redis_stream.xlen(usage.STREAM) == 1
+        assert redis_stream.xlen(usage.stream()) == 1
         writer.send_signal(signal.SIGTERM)
         assert writer.wait(15) == 0
     finally:

@@ -6,7 +6,7 @@ waiting forever."""
 import asyncio
 import contextlib
 
-from responses_api.usage.writer import UsageSink
+from responses_api.usage.sink import UsageSink
 
 
 def test_the_writer_task_ends_when_cancelled_in_the_turn_that_wakes_it(settings):
@@ -15,8 +15,7 @@ def test_the_writer_task_ends_when_cancelled_in_the_turn_that_wakes_it(settings)
     async def main() -> bool:
         sink = UsageSink()
         sink._ensure_task()
-        task = sink._task
-        assert task is not None
+        task, _ = sink._writers[asyncio.get_running_loop()]
         await asyncio.sleep(0.01)  # the task now waits to be woken
         sink._wake_writer()
         task.cancel()

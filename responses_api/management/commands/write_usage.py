@@ -65,7 +65,7 @@ class Command(BaseCommand):
         client = usage.redis_client(block_ms=BLOCK_MS)
         interval = max(options["interval"], 0.0)
         written = 0
-        log.info("usage writer started on stream %s", usage.STREAM)
+        log.info("usage writer started on stream %s", usage.stream())
         backoff = 0.0
         while not stopping:
             close_old_connections()
