@@ -127,6 +127,8 @@ def _plain(value, field: str = "") -> str:
             return str(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if field.endswith("_ms") and isinstance(value, int | float):
+        return ms(value)
     if isinstance(value, list | tuple):
         return ", ".join(_plain(v) for v in value) if value else "none"
     if isinstance(value, dict):

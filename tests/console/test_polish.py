@@ -170,6 +170,21 @@ def test_a_role_change_reads_as_one_arrow():
     assert audit_lines({"ok": True, "latency_ms": None}) == [("ok", "yes"), ("latency_ms", "–")]
 
 
+def test_a_connection_tests_latency_reads_in_whole_milliseconds(estates, as_user):
+    from accounts.audit import AuditEntry
+
+    AuditEntry.objects.create(
+        organisation=estates["acme"].key.organisation,
+        action="backend.test",
+        target="sim",
+        source=AuditEntry.Source.CONSOLE,
+        details={"ok": True, "latency_ms": 2.2394959996745456},
+    )
+    body = as_user("alice").get(reverse("console:audit")).content.decode()
+    assert '<span class="muted">latency_ms:</span> 2 ms' in body
+    assert "2.239" not in body
+
+
 # --- Usage log ---------------------------------------------------------------
 
 
