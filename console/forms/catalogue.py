@@ -106,8 +106,10 @@ class ServedModelForm(ServiceForm):
             "before it is answered 504; empty: the platform's default.",
         }
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, currency: str = "", **kwargs):
         super().__init__(*args, **kwargs)
+        for name in ("price_input", "price_cached_input", "price_output") if currency else ():
+            self.fields[name].label = f"{self.fields[name].label} ({currency})"
         if self.instance.pk:
             self.initial["aliases"] = ", ".join(self.instance.aliases or [])
             self.initial["reasoning_levels"] = list(self.instance.reasoning_levels or [])

@@ -55,7 +55,10 @@ def model_edit(request: HttpRequest, membership, model_id=None) -> HttpResponse:
             membership=membership, model_id=model_id, manage=request.method == "POST"
         )
     form = ServedModelForm(
-        request.POST or None, instance=model, initial=amounts_initial(model, PRICE_FIELDS)
+        request.POST or None,
+        instance=model,
+        initial=amounts_initial(model, PRICE_FIELDS),
+        currency=membership.organisation.currency,
     )
     deploy_form = _deployment_form(membership, request.POST or None) if model is None else None
     if request.method == "POST":

@@ -156,7 +156,12 @@ def _timing(row) -> dict:
 
 
 def _trace_context(row) -> dict:
-    return {"row": row, "trace": usage_row_dict(row), "timing": _timing(row)}
+    return {
+        "row": row,
+        "trace": usage_row_dict(row),
+        "timing": _timing(row),
+        "currency": row.organisation.currency,
+    }
 
 
 def trace_page(request: HttpRequest, membership, request_id) -> HttpResponse:

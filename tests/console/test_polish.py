@@ -76,13 +76,13 @@ def test_a_trace_shows_a_zero_cost_as_money(as_user, crew):
     row = usage_row(crew["acme"], cost=Decimal(0))
     body = as_user("alice").get(reverse("console:trace", args=[row.request_id])).content.decode()
     assert "0E-8" not in body
-    assert '<dd id="trace-cost">0.00</dd>' in body
+    assert '<dd id="trace-cost">0.00 USD</dd>' in body
 
 
 def test_a_trace_keeps_every_digit_of_a_small_cost(as_user, crew):
     row = usage_row(crew["acme"], cost=Decimal("0.00012345"))
     body = as_user("alice").get(reverse("console:trace", args=[row.request_id])).content.decode()
-    assert '<dd id="trace-cost">0.00012345</dd>' in body
+    assert '<dd id="trace-cost">0.00012345 USD</dd>' in body
 
 
 def test_a_keys_budget_reads_as_typed_in_its_form(estates, as_user, crew):
@@ -249,7 +249,7 @@ def test_the_search_box_still_refuses_what_is_no_id(as_user, lookalikes):
 
 def test_usage_log_shows_each_requests_cost(as_user, lookalikes):
     body = as_user("bob").get(reverse("console:usage")).content.decode()
-    assert '<th class="num">Cost</th>' in body
+    assert '<th class="num">Cost (USD)</th>' in body
     assert '<td class="num">0.0125</td>' in body
     assert "0E-8" not in body
 
