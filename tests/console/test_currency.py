@@ -63,7 +63,7 @@ def test_budgets_and_costs_name_the_currency(as_user, crew, estates):
     for name, response in pages.items():
         assert response.status_code == 200, name
         assert "CHF" in response.content.decode(), name
-    assert "Cost (CHF)" in pages["usage"].content.decode()
+    assert "Cost<br>(CHF)" in pages["usage"].content.decode()
     assert "Monthly budget (CHF)" in pages["key form"].content.decode()
     assert "Monthly budget (CHF)" in pages["settings"].content.decode()
     # Another organisation's pages keep their own currency.

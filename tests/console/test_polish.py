@@ -249,7 +249,7 @@ def test_the_search_box_still_refuses_what_is_no_id(as_user, lookalikes):
 
 def test_usage_log_shows_each_requests_cost(as_user, lookalikes):
     body = as_user("bob").get(reverse("console:usage")).content.decode()
-    assert '<th class="num">Cost (USD)</th>' in body
+    assert '<th class="num">Cost<br>(USD)</th>' in body
     assert '<td class="num">0.0125</td>' in body
     assert "0E-8" not in body
 
