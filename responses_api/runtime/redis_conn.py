@@ -17,6 +17,8 @@ from typing import Any
 
 from django.conf import settings
 
+from responses_api.runtime.outages import failure_seen
+
 # Keyed by the loop itself (weakly): a closed loop's client goes with it.
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
@@ -135,6 +137,7 @@ class _Batches:
         try:
             results = await _pipeline(live)
         except BaseException as exc:
+            failure_seen(exc)
             for _, _, future in live:
                 if future.done():
                     continue
