@@ -12,6 +12,7 @@ except under CI (``CI=true``), where it fails.
 from __future__ import annotations
 
 import os
+import uuid
 from decimal import Decimal
 from pathlib import Path
 
@@ -286,6 +287,7 @@ def _every_page(tenant, crew) -> dict[str, list[tuple[str, str]]]:
     """Each console page with the longest values its cells hold, by who may see it."""
     from accounts.services.api_keys import api_key_create
     from responses_api.models import UsageLog
+    from responses_api.usage.deadletters import Refusal, deadletters_add
 
     _busy_log(tenant)
     organisation = tenant.organisation
@@ -300,6 +302,15 @@ def _every_page(tenant, crew) -> dict[str, list[tuple[str, str]]]:
             monthly_budget=Decimal("250"),
             monthly_tokens=50_000_000,
         )
+    refused = {
+        "request_id": str(uuid.uuid4()),
+        "organisation_id": organisation.id,
+        "method": "POST",
+        "endpoint": "/responses/compact",
+        "status": 200,
+        "model": "a-model-with-a-rather-long-public-identifier-v2.5-instruct",
+    }
+    deadletters_add(refused=[Refusal(refused, "IntegrityError", "x" * 400)])
     key = organisation.api_keys.order_by("created_at").first()
     row = UsageLog.objects.filter(organisation=organisation).exclude(session_id="").first()
     assert key is not None and row is not None
@@ -331,6 +342,7 @@ def _every_page(tenant, crew) -> dict[str, list[tuple[str, str]]]:
         "sam@example.com": [
             ("support", "support/"),
             ("support-trace", f"support/trace/{row.request_id}/"),
+            ("dead-letters", "support/dead-letters/"),
         ],
     }
 
