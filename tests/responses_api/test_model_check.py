@@ -97,3 +97,17 @@ def test_an_unknown_backend_is_refused(provision, sim_windowed):
     _tenant(provision, sim_windowed)
     with pytest.raises(CommandError, match="not deployed on a backend 'nope'"):
         call_command("model_check", "sim-model", "--org", "acme", "--backend", "nope")
+
+
+def test_the_embedded_defaults_model_passes_its_context_window_check(provision, simulator):
+    """The simulator as ``run_embedded`` starts it (no options) and the model
+    as it provisions it: the backend refuses what the model cannot take."""
+    from responses_api.simulator.plan import CONTEXT_WINDOW
+
+    tenant = provision("acme", simulator.url)
+    tenant.model.context_window = CONTEXT_WINDOW
+    tenant.model.save(update_fields=["context_window"])
+    check = run_check("acme", "sim-model", "sim", timeout=60, only=("context_window",))
+    (result,) = check.results
+    assert result["passed"], result["detail"]
+    assert result["detail"] == f"near {CONTEXT_WINDOW} accepted, past it context_length_exceeded"
