@@ -125,6 +125,9 @@ class ApiKey(KeyBase):
     # organisation's.
     monthly_budget = models.DecimalField(max_digits=16, decimal_places=6, null=True, blank=True)
     monthly_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    # The short-lived key of a model check: the platform's, not one of the
+    # organisation's keys; its requests count in no figure of the organisation.
+    is_check = models.BooleanField(default=False)
 
 
 class AdminApiKey(KeyBase):
