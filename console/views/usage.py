@@ -179,7 +179,9 @@ MIN_GENERATION_MS = 1.0
 
 
 def request_kind(method: str, endpoint: str) -> tuple[str, str]:
-    """What the request was, and the ``resp_…`` id it was about (or "")."""
+    """What the request was, and the ``resp_…`` id it was about (or "").
+    Rows name the path under the API's prefix; older ones may carry it."""
+    endpoint = re.sub(r"^/(?:api/)?v1(?=/)", "", endpoint)
     found = _RESPONSE_PATH.match(endpoint)
     if found is not None:
         kind = _OF_A_RESPONSE.get((method, found["rest"]), f"{method} of a response")

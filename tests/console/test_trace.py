@@ -179,6 +179,8 @@ def test_the_trace_says_what_kind_of_request_it_was(as_user, crew):
     assert other.request_id not in {row.request_id for row in listed}
     assert "Cancel of a background response" in page(cancel)
     assert '<dd id="trace-kind">Compaction</dd>' in page(compaction)
+    prefixed = usage_row(acme, endpoint="/v1/responses")
+    assert '<dd id="trace-kind">Response</dd>' in page(prefixed)
 
 
 def test_no_rate_for_an_answer_that_came_in_one_piece(as_user, crew):
