@@ -139,9 +139,10 @@ def object_or_404(queryset: QuerySet[M], **lookup: Any) -> M:
 
 
 def api_keys_for_member(*, membership: Membership) -> QuerySet[ApiKey]:
-    return ApiKey.objects.filter(organisation_id=membership.organisation_id).select_related(
-        "created_by"
-    )
+    """The organisation's keys; a model check's own key is the platform's."""
+    return ApiKey.objects.filter(
+        organisation_id=membership.organisation_id, is_check=False
+    ).select_related("created_by")
 
 
 def get_api_key_for_member(

@@ -23,8 +23,11 @@ class Organisation(models.Model):
     default_rpm = models.PositiveIntegerField(null=True, blank=True)
     default_tpm = models.PositiveIntegerField(null=True, blank=True)
     default_concurrency = models.PositiveIntegerField(null=True, blank=True)
+    # The ISO 4217 code of the model prices, hence of every cost and budget:
+    # amounts are never converted, only named.
+    currency = models.CharField(max_length=3, default="USD")
     # Spend limits of the whole organisation per calendar month (UTC): a
-    # budget in the currency of the model prices, and a token quota.
+    # budget in the organisation's currency, and a token quota.
     monthly_budget = models.DecimalField(max_digits=16, decimal_places=6, null=True, blank=True)
     monthly_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     # Share of a monthly limit, in percent, past which responses carry the
@@ -122,6 +125,9 @@ class ApiKey(KeyBase):
     # organisation's.
     monthly_budget = models.DecimalField(max_digits=16, decimal_places=6, null=True, blank=True)
     monthly_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    # The short-lived key of a model check: the platform's, not one of the
+    # organisation's keys; its requests count in no figure of the organisation.
+    is_check = models.BooleanField(default=False)
 
 
 class AdminApiKey(KeyBase):

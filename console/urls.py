@@ -130,6 +130,11 @@ urlpatterns = [
     # Platform support staff
     path("support/", signed_in_view(support.support_page), name="support"),
     path(
+        "support/dead-letters/",
+        signed_in_view(support.deadletters_page),
+        name="support_deadletters",
+    ),
+    path(
         "support/trace/<uuid:request_id>/",
         signed_in_view(usage.support_trace_page),
         name="support_trace",

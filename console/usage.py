@@ -49,6 +49,8 @@ def usage_filter(queryset: QuerySet, data: dict[str, Any]) -> QuerySet:
         queryset = queryset.filter(created_at__lt=data["until"])
     if data.get("session"):
         queryset = queryset.filter(session_id=data["session"].strip())
+    if data.get("endpoint"):
+        queryset = queryset.filter(endpoint__startswith=data["endpoint"].strip())
     return queryset
 
 

@@ -11,32 +11,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.utils.deprecation import MiddlewareMixin
 
+from responses_api.runtime.outages import outages
+
 
 def healthz(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"status": "ok"})
 
 
-class Outages:
-    """When each dependency's current outage began, in this process.
-
-    A probe that fails for less than ``SWITCHYARD_READY_GRACE_SECONDS``
-    leaves the process ready: a Redis failover or a database restart
-    reaches every pod at the same moment, and taking them all out of the
-    load balancer together would turn a blip that the requests ride out
-    (or fail one by one) into a full outage. Past the window the process
-    cannot do its job, and says so."""
-
-    def __init__(self) -> None:
-        self.since: dict[str, float] = {}
-
-    def failing_for(self, name: str, now: float) -> float:
-        return now - self.since.setdefault(name, now)
-
-    def recovered(self, name: str) -> None:
-        self.since.pop(name, None)
-
-
-outages = Outages()
 _redis_probes: dict[str, Any] = {}
 
 
@@ -94,7 +75,7 @@ def readyz(request: HttpRequest) -> HttpResponse:
             probe()
         except Exception as exc:
             checks[name] = f"error: {type(exc).__name__}"
-            failing = outages.failing_for(name, time.monotonic())
+            failing = outages.failed(name, time.monotonic())
             degraded[name] = round(failing, 1)
             down = down or failing >= grace
             continue

@@ -80,6 +80,7 @@ def api_key_create(
     expires_at: datetime | None = None,
     monthly_budget: Decimal | int | str | None = None,
     monthly_tokens: int | None = None,
+    is_check: bool = False,
 ) -> tuple[ApiKey, str]:
     """Create a key; the full key is returned once and never stored.
 
@@ -104,6 +105,7 @@ def api_key_create(
         created_by=created_by if created_by is not None else actor.user,
         prefix=visible_prefix(raw),
         key_hash=hash_key(raw),
+        is_check=is_check,
         **clean,
     )
     audit_record(

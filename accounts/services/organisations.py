@@ -49,6 +49,14 @@ def organisation_ensure(
     return org, created
 
 
+def currency_field(field: str, value: object) -> str:
+    """An ISO 4217 code: three letters, kept in capitals."""
+    code = value.strip().upper() if isinstance(value, str) else ""
+    if len(code) != 3 or not code.isascii() or not code.isalpha():
+        raise ValidationError({field: "A currency is a three-letter ISO 4217 code, e.g. USD."})
+    return code
+
+
 # The settings a change may name, in the order the console shows them.
 SETTINGS_CHECKS: dict[str, Check] = {
     "name": lambda field, value: text_field(
@@ -66,6 +74,7 @@ SETTINGS_CHECKS: dict[str, Check] = {
     "default_rpm": optional_count,
     "default_tpm": optional_count,
     "default_concurrency": optional_count,
+    "currency": currency_field,
     **dict.fromkeys(SPEND_FIELDS, spend_limit_clean),
 }
 SETTINGS_FIELDS = tuple(SETTINGS_CHECKS)

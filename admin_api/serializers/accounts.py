@@ -46,6 +46,9 @@ class OrganisationSerializer(StrictSerializer):
     default_rpm = _limit()
     default_tpm = _limit()
     default_concurrency = _limit()
+    currency = StrictCharField(
+        max_length=3, required=False, help_text="ISO 4217 code of the model prices and budgets."
+    )
     monthly_budget = MonthlyBudgetField(help_text=BUDGET_HELP + " Counts all its keys' spend.")
     monthly_tokens = MonthlyTokensField(help_text=TOKENS_HELP + " Counts all its keys' tokens.")
     budget_warning_percent = BudgetWarningField()

@@ -25,7 +25,7 @@ from responses_api.usage.monthly import month_spent, month_start
 # at most this many.
 BUDGET_INTEGER_DIGITS = 10
 BUDGET_HELP = (
-    "Per calendar month (UTC), in the currency of the model prices; once reached, "
+    "Per calendar month (UTC), in the organisation's currency; once reached, "
     "requests are refused (429 insufficient_quota) until the month ends. Null: no budget."
 )
 TOKENS_HELP = "Input + output tokens per calendar month (UTC). Null: no quota."

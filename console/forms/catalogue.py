@@ -12,6 +12,22 @@ from responses_api.catalogue.services.served_models import MODEL_FIELDS
 from responses_api.models import REASONING_LEVELS, Backend, ServedModel
 
 
+def _private_help() -> str:
+    """What the flag adds to the platform's own policy (README, "Backend addresses")."""
+    from django.conf import settings
+
+    if settings.SWITCHYARD_BACKEND_ALLOW_PRIVATE:
+        return (
+            "Platform staff: loopback, private and CGNAT addresses are already allowed on "
+            "this platform (SWITCHYARD_BACKEND_ALLOW_PRIVATE); the flag also opens link-local "
+            "and cloud metadata addresses, and keeps the others open if the setting is turned off."
+        )
+    return (
+        "Platform staff: this backend may sit on a loopback, private, CGNAT, link-local or "
+        "cloud metadata address, which the platform otherwise refuses."
+    )
+
+
 class BackendForm(ServiceForm):
     upstream_key = forms.CharField(
         required=False,
@@ -41,14 +57,19 @@ class BackendForm(ServiceForm):
     def __init__(self, *args, staff: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         at_least_one(self, "max_concurrency")
+        if self.instance._state.adding:
+            # A new backend has no stored key to keep or remove.
+            del self.fields["clear_upstream_key"]
+            self.fields[
+                "upstream_key"
+            ].help_text = "Optional. Write-only: it is stored encrypted and never shown again."
         if staff:
             # Platform staff only: an organisation's admins never see it.
             self.fields["allow_private"] = forms.BooleanField(
                 required=False,
                 initial=bool(self.instance and self.instance.allow_private),
                 label="Allow a private address",
-                help_text="Platform staff: this backend may sit on a loopback, private or "
-                "link-local address, which the platform otherwise refuses.",
+                help_text=_private_help(),
             )
 
     def service_data(self) -> dict[str, Any]:
@@ -58,7 +79,7 @@ class BackendForm(ServiceForm):
             data["allow_private"] = self.cleaned_data["allow_private"]
         if self.cleaned_data["upstream_key"]:
             data["upstream_key"] = self.cleaned_data["upstream_key"]
-        elif self.cleaned_data["clear_upstream_key"]:
+        elif self.cleaned_data.get("clear_upstream_key"):
             data["upstream_key"] = None
         return data
 
@@ -106,8 +127,10 @@ class ServedModelForm(ServiceForm):
             "before it is answered 504; empty: the platform's default.",
         }
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, currency: str = "", **kwargs):
         super().__init__(*args, **kwargs)
+        for name in ("price_input", "price_cached_input", "price_output") if currency else ():
+            self.fields[name].label = f"{self.fields[name].label} ({currency})"
         if self.instance.pk:
             self.initial["aliases"] = ", ".join(self.instance.aliases or [])
             self.initial["reasoning_levels"] = list(self.instance.reasoning_levels or [])

@@ -50,7 +50,7 @@ def _tokens(help_text: str) -> forms.IntegerField:
 
 
 SPEND_HELP = (
-    "Per calendar month (UTC), in the currency of the model prices; once reached, "
+    "Per calendar month (UTC), in the organisation's currency; once reached, "
     "requests are refused (429 insufficient_quota) until the month ends. Empty: no budget."
 )
 TOKENS_HELP = "Input + output tokens per calendar month (UTC). Empty: no quota."
@@ -78,9 +78,11 @@ class ApiKeyForm(forms.Form):
     monthly_budget = _budget(SPEND_HELP + " The organisation's own limits apply as well.")
     monthly_tokens = _tokens(TOKENS_HELP)
 
-    def __init__(self, *args, model_ids: list[str], **kwargs):
+    def __init__(self, *args, model_ids: list[str], currency: str = "", **kwargs):
         super().__init__(*args, **kwargs)
         set_choices(self, "allowed_models", [(m, m) for m in model_ids])
+        if currency:
+            self.fields["monthly_budget"].label = f"Monthly budget ({currency})"
 
 
 # --- Members, invitations and settings ------------------------------------
@@ -152,11 +154,14 @@ class OrganisationSettingsForm(ServiceForm):
             "default_concurrency": "Default concurrent requests",
             "monthly_budget": "Monthly budget",
             "monthly_tokens": "Monthly tokens",
+            "currency": "Currency",
             "budget_warning_percent": "Warn past (% of a monthly limit)",
         }
         help_texts = {
             "monthly_budget": SPEND_HELP + " Counts every key of the organisation.",
             "monthly_tokens": TOKENS_HELP,
+            "currency": "ISO 4217 code of the model prices, hence of every cost and budget, "
+            "e.g. USD or EUR. Amounts are named in it, never converted.",
             "budget_warning_percent": "Past this share of a monthly limit (the organisation's "
             "or a key's), responses carry the notice budget_near_limit and the console a badge.",
             "retention_policy": "“Store nothing” is zero data retention: previous_response_id "
@@ -176,12 +181,17 @@ class OrganisationSettingsForm(ServiceForm):
             "monthly_tokens",
             "budget_warning_percent",
         )
+        if self.instance.pk:
+            self.fields["monthly_budget"].label = f"Monthly budget ({self.instance.currency})"
         warning = self.fields["budget_warning_percent"]
         warning.widget.attrs["max"] = WARNING_PERCENT_MAX
         warning.required = False  # left empty: unchanged
+        self.fields["currency"].required = False  # left empty: unchanged
 
     def service_data(self) -> dict[str, Any]:
         data = {f: self.cleaned_data[f] for f in self.Meta.fields}
         if data["budget_warning_percent"] is None:
             del data["budget_warning_percent"]
+        if not data["currency"]:
+            del data["currency"]
         return data

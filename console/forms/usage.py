@@ -86,6 +86,8 @@ class UsageFilterForm(forms.Form):
         label="Session",
         widget=forms.TextInput(attrs={"placeholder": "session id"}),
     )
+    # Set by a trace's link to the requests about one response (its polls).
+    endpoint = forms.CharField(required=False, max_length=100, widget=forms.HiddenInput)
 
     def __init__(self, *args, models: list[str], keys, backends, **kwargs):
         super().__init__(*args, **kwargs)

@@ -127,6 +127,8 @@ def _plain(value, field: str = "") -> str:
             return str(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if field.endswith("_ms") and isinstance(value, int | float):
+        return ms(value)
     if isinstance(value, list | tuple):
         return ", ".join(_plain(v) for v in value) if value else "none"
     if isinstance(value, dict):
@@ -141,3 +143,16 @@ def password_changeable(user) -> bool:
     from django.conf import settings
 
     return bool(user.has_usable_password() and settings.SWITCHYARD_PASSWORD_LOGIN)
+
+
+@register.simple_tag(takes_context=True)
+def currency(context) -> str:
+    """The code of the currency the page's amounts are in: the one the view
+    names (a support person reads other organisations' rows), else the
+    current organisation's."""
+    named = context.get("currency")
+    if named:
+        return named
+    console = getattr(context.get("request"), "console", None)
+    organisation = getattr(console, "organisation", None)
+    return organisation.currency if organisation is not None else ""

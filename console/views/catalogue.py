@@ -55,7 +55,10 @@ def model_edit(request: HttpRequest, membership, model_id=None) -> HttpResponse:
             membership=membership, model_id=model_id, manage=request.method == "POST"
         )
     form = ServedModelForm(
-        request.POST or None, instance=model, initial=amounts_initial(model, PRICE_FIELDS)
+        request.POST or None,
+        instance=model,
+        initial=amounts_initial(model, PRICE_FIELDS),
+        currency=membership.organisation.currency,
     )
     deploy_form = _deployment_form(membership, request.POST or None) if model is None else None
     if request.method == "POST":
@@ -131,7 +134,7 @@ def model_check_start(request: HttpRequest, membership, model_id) -> HttpRespons
     model = get_model_for_member(membership=membership, model_id=model_id, manage=True)
     thread = threading.Thread(
         target=_check_in_background,
-        args=(membership.organisation.slug, model.public_id),
+        args=(membership.organisation.slug, model.public_id, Actor.console(membership.user)),
         name=f"model-check-{model.id}",
         daemon=True,
     )
@@ -142,9 +145,9 @@ def model_check_start(request: HttpRequest, membership, model_id) -> HttpRespons
     return redirect("console:model_edit", model_id=model.id)
 
 
-def _check_in_background(org_slug: str, public_id: str) -> None:
+def _check_in_background(org_slug: str, public_id: str, actor: Actor) -> None:
     try:
-        run_check(org_slug, public_id)
+        run_check(org_slug, public_id, actor=actor)
     except Exception:
         log.exception("model check of %s in %s failed", public_id, org_slug)
     finally:

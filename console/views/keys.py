@@ -40,7 +40,9 @@ def key_list(request: HttpRequest, membership) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def key_create(request: HttpRequest, membership) -> HttpResponse:
     model_ids = list(models_for_member(membership=membership).values_list("public_id", flat=True))
-    form = ApiKeyForm(request.POST or None, model_ids=model_ids)
+    form = ApiKeyForm(
+        request.POST or None, model_ids=model_ids, currency=membership.organisation.currency
+    )
     if request.method == "POST" and form.is_valid():
         try:
             key, raw = api_key_create(
@@ -65,7 +67,12 @@ def key_edit(request: HttpRequest, membership, key_id) -> HttpResponse:
     model_ids += [m for m in key.allowed_models if m not in model_ids]
     initial = {name: getattr(key, name) for name in ApiKeyForm.base_fields}
     initial.update(amounts_initial(key, ("monthly_budget",)))
-    form = ApiKeyForm(request.POST or None, model_ids=model_ids, initial=initial)
+    form = ApiKeyForm(
+        request.POST or None,
+        model_ids=model_ids,
+        initial=initial,
+        currency=membership.organisation.currency,
+    )
     if request.method == "POST" and form.is_valid():
         data = {k: v for k, v in form.cleaned_data.items() if k in form.changed_data}
         try:

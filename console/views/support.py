@@ -1,10 +1,11 @@
 """Platform support: read-only search of request ids and usage across
-organisations."""
+organisations, and the usage rows the database refused."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from django import forms
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -14,8 +15,9 @@ from accounts.models import Organisation
 from console.forms.common import set_choices
 from console.forms.usage import STATUS_CHOICES, clean_request_id
 from console.usage import usage_filter, usage_page
-from console.views.base import query_without_page
+from console.views.base import page_of, query_without_page
 from responses_api.access.objects import usage_for_support
+from responses_api.usage.deadletters import deadletters_for
 
 
 class SupportSearchForm(forms.Form):
@@ -49,3 +51,36 @@ def support_page(request: HttpRequest) -> HttpResponse:
         "console/support.html",
         {"form": form, "page": page, "query": query_without_page(request)},
     )
+
+
+def _letter(letter, slugs: dict[int, str]) -> dict[str, Any]:
+    """A dead letter as the page lists it: where and what it was, never the
+    row's text (user agent, session, error message of the request)."""
+    try:
+        row = orjson.loads(letter.row)
+    except orjson.JSONDecodeError:
+        row = {}
+    if not isinstance(row, dict):
+        row = {}
+    return {
+        "created_at": letter.created_at,
+        "request_id": letter.request_id,
+        "organisation": slugs.get(letter.organisation_id, letter.organisation_id),
+        "endpoint": f"{row.get('method', '')} {row.get('endpoint', '')}".strip(),
+        "status": row.get("status"),
+        "model": row.get("model", ""),
+        "error": letter.error,
+    }
+
+
+def deadletters_page(request: HttpRequest) -> HttpResponse:
+    """Every organisation's dead letters, for platform support staff only:
+    they replay them (``manage.py usage_deadletters``); to anyone else the
+    page does not exist."""
+    if not is_support(request.user):
+        raise Http404("Not found.")
+    page = page_of(request, deadletters_for().order_by("-created_at", "-id"))
+    ids = {letter.organisation_id for letter in page}
+    slugs = dict(Organisation.objects.filter(pk__in=ids).values_list("pk", "slug"))
+    letters = [_letter(letter, slugs) for letter in page]
+    return render(request, "console/deadletters.html", {"page": page, "letters": letters})

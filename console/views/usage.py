@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from urllib.parse import urlencode
 
@@ -155,8 +156,55 @@ def _timing(row) -> dict:
     return {"total": total, "segments": drawn}
 
 
+# What a request to one of the API's endpoints was, for people reading its
+# trace: a poll, a cancel or a compaction is not an ordinary response.
+_RESPONSE_PATH = re.compile(r"^/responses/(?P<id>resp_[\w-]+)(?P<rest>/[\w]+)?/?$")
+_OF_A_RESPONSE = {
+    ("GET", None): "Poll of a response",
+    ("DELETE", None): "Deletion of a stored response",
+    ("POST", "/cancel"): "Cancel of a background response",
+    ("GET", "/input_items"): "Input items of a response",
+}
+_KINDS = {
+    ("POST", "/responses"): "Response",
+    ("POST", "/responses/compact"): "Compaction",
+    ("POST", "/responses/input_tokens"): "Token count",
+    ("GET", "/models"): "Model list",
+    ("POST", "/conversations"): "Conversation create",
+}
+# A generation shorter than this is no generation: the whole answer came in
+# one piece (a compaction, a non-streamed reply), and a rate over it would be
+# the inverse of the time spent parsing it.
+MIN_GENERATION_MS = 1.0
+
+
+def request_kind(method: str, endpoint: str) -> tuple[str, str]:
+    """What the request was, and the ``resp_…`` id it was about (or "").
+    Rows name the path under the API's prefix; older ones may carry it."""
+    endpoint = re.sub(r"^/(?:api/)?v1(?=/)", "", endpoint)
+    found = _RESPONSE_PATH.match(endpoint)
+    if found is not None:
+        kind = _OF_A_RESPONSE.get((method, found["rest"]), f"{method} of a response")
+        return kind, found["id"]
+    if endpoint.startswith("/conversations") and (method, endpoint) not in _KINDS:
+        return f"{method} of a conversation", ""
+    return _KINDS.get((method, endpoint.rstrip("/")), f"{method} {endpoint}"), ""
+
+
 def _trace_context(row) -> dict:
-    return {"row": row, "trace": usage_row_dict(row), "timing": _timing(row)}
+    trace = usage_row_dict(row)
+    generation = trace["timing"]["generation_ms"]
+    if generation is not None and generation < MIN_GENERATION_MS:
+        trace["timing"]["tokens_per_second"] = None
+    kind, response_id = request_kind(row.method, row.endpoint)
+    return {
+        "row": row,
+        "trace": trace,
+        "timing": _timing(row),
+        "currency": row.organisation.currency,
+        "kind": kind,
+        "response_id": response_id,
+    }
 
 
 def trace_page(request: HttpRequest, membership, request_id) -> HttpResponse:

@@ -50,8 +50,10 @@ def usable_models(key: ApiKey) -> QuerySet[ServedModel]:
 
 
 def export_line(prefix: str) -> str:
-    """The shell line that gives Codex the key, with a placeholder after the prefix."""
-    return f"export {ENV_KEY}={prefix}…  # paste the full key, shown once when it was created"
+    """The shell line that gives Codex the key: it asks for the whole key.
+    Only the prefix is known here, and a line setting the variable to the
+    prefix, run as copied, would give Codex a key that is refused."""
+    return f"printf 'Paste the full key ({prefix}…): '; read -r {ENV_KEY}; export {ENV_KEY}"
 
 
 def _toml_string(value: str) -> str:

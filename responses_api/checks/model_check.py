@@ -7,8 +7,11 @@ request takes, translation included. Here they are run, and their results
 kept as a :class:`responses_api.models.ModelCheck`.
 
 The check authenticates as the organisation with a key of its own, created
-for the run (expiring within the hour) and revoked after it; the rows of
-that key are marked ``is_check`` (:data:`responses_api.gateway.exchange.check_keys`).
+for the run (expiring within the hour, marked ``is_check``: no keys list
+shows it) and revoked after it, both audited as whoever started the check;
+the rows of that key are marked ``is_check``
+(:data:`responses_api.gateway.exchange.check_keys`), and count in neither
+the roll-ups the dashboard reads nor the month's spend.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from accounts.audit import CLI, Actor
 from accounts.models import Organisation
 from responses_api.checks.capabilities import CHECKS
 from responses_api.checks.client import (
@@ -73,8 +77,10 @@ def run_check(
     *,
     timeout: float = REQUEST_TIMEOUT,
     only: tuple[str, ...] | None = None,
+    actor: Actor = CLI,
 ) -> ModelCheck:
-    """Run every capability against the model and store the results."""
+    """Run every capability against the model and store the results; its
+    key's creation and revocation are audited as ``actor``'s."""
     from accounts.services.api_keys import api_key_create, api_key_revoke
     from responses_api.backends.client import close_clients
 
@@ -84,6 +90,8 @@ def run_check(
         organisation=model.organisation,
         name="model check",
         expires_at=started + timedelta(hours=1),
+        actor=actor,
+        is_check=True,
     )
     exchange_module.check_keys.add(str(key.id))
     ctx = Context(
@@ -106,7 +114,7 @@ def run_check(
     try:
         results = asyncio.run(main())
     finally:
-        api_key_revoke(api_key=key)
+        api_key_revoke(api_key=key, actor=actor)
         exchange_module.check_keys.discard(str(key.id))
     return ModelCheck.objects.create(
         model=model,

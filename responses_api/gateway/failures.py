@@ -8,6 +8,7 @@ import redis.exceptions
 from django import db
 
 from responses_api.protocol.errors import ApiError
+from responses_api.runtime.outages import failure_seen
 
 log = logging.getLogger("switchyard.requests")
 
@@ -45,6 +46,7 @@ def failure(request_id: str, exc: Exception) -> ApiError:
     """The error for ``exc``, raised while serving ``request_id``, logged as
     an outage (one line) or as a bug (with its traceback)."""
     if isinstance(exc, OUTAGES):
+        failure_seen(exc)
         log.warning(
             "request %s: a dependency is unreachable: %s: %s", request_id, type(exc).__name__, exc
         )

@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 
+from responses_api.runtime.outages import failure_seen
+
 T = TypeVar("T")
 
 # Keyed by the loop itself (weakly): a closed loop's client goes with it.
@@ -200,6 +202,7 @@ class _Batches:
         try:
             results = await _pipeline(live)
         except BaseException as exc:
+            failure_seen(exc)
             for _, _, future in live:
                 if future.done():
                     continue

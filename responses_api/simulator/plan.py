@@ -67,6 +67,13 @@ def text_of(content: Any) -> str:
     return ""
 
 
+# The window the simulator reports (``/tokenize``'s ``max_model_len``) and,
+# unless told otherwise, enforces, as vLLM does its ``--max-model-len``: the
+# embedded default's model declares the same, so its check finds a backend
+# that refuses what the model cannot take.
+CONTEXT_WINDOW = 32768
+
+
 def prompt_tokens(messages: list[dict[str, Any]], tools: Any) -> list[str]:
     words: list[str] = []
     for message in messages:
@@ -151,7 +158,7 @@ def tokenized(body: bytes) -> tuple[int, dict[str, Any]]:
         count = len(prompt_tokens(request["messages"], request.get("tools")))
     except (orjson.JSONDecodeError, KeyError, TypeError):
         return 400, {"error": {"message": "messages are required", "type": "invalid_request"}}
-    return 200, {"count": count, "max_model_len": 32768, "tokens": []}
+    return 200, {"count": count, "max_model_len": CONTEXT_WINDOW, "tokens": []}
 
 
 class PrefixCache:

@@ -60,7 +60,7 @@ from responses_api.simulator.content import (
     usage_of,
     words_of,
 )
-from responses_api.simulator.plan import PrefixCache, plan_of, tokenized
+from responses_api.simulator.plan import CONTEXT_WINDOW, PrefixCache, plan_of, tokenized
 
 RECENT_REQUESTS = 64
 
@@ -89,7 +89,7 @@ class Simulator:
         max_concurrency: int = 0,
         version: str = "switchyard-simulator/1",
         breaks: Sequence[str] = (),
-        context_window: int = 0,
+        context_window: int = CONTEXT_WINDOW,
     ) -> None:
         self.models = models or ["sim-model"]
         self.breaks = frozenset(breaks)

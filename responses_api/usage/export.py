@@ -26,7 +26,7 @@ from django.db.models import QuerySet
 
 from accounts.models import ApiKey, Organisation
 from responses_api.usage.columns import USAGE_EXPORT_COLUMNS
-from responses_api.usage.spreadsheet import csv_cell
+from responses_api.usage.spreadsheet import csv_value
 
 # The usage log's export columns, with the organisation and key named for
 # people reading the file (the console's export leaves out internal ids).
@@ -79,10 +79,6 @@ def _rows(queryset: QuerySet[Any], columns: Iterable[str]) -> Iterator[tuple[Any
         )
 
 
-def _cell(value: Any) -> Any:
-    return csv_cell(value.isoformat() if hasattr(value, "isoformat") else value)
-
-
 def usage_csv_lines(queryset: QuerySet[Any]) -> Iterator[str]:
     """The rows as CSV text, newest first, in pieces of about 64 kB."""
     buffer = io.StringIO()
@@ -103,9 +99,8 @@ def usage_csv_lines(queryset: QuerySet[Any]) -> Iterator[str]:
                 ApiKey.objects.filter(pk=key_id).values_list("name", flat=True).first() or ""
             )
         prefix, *others = rest
-        writer.writerow(
-            [_cell(v) for v in (request_id, created, finished, slug, prefix, name, *others)]
-        )
+        values = (request_id, created, finished, slug, prefix, name, *others)
+        writer.writerow([csv_value(c, v) for c, v in zip(CSV_HEADER, values, strict=True)])
         if buffer.tell() >= PIECE:
             yield buffer.getvalue()
             buffer.seek(0)

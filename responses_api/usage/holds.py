@@ -243,6 +243,8 @@ def spend_settle(plan: SpendPlan, row: dict[str, Any]) -> list[redis_conn.Script
     runs, it expires."""
     units = int(Decimal(row.get("cost") or 0) * COST_UNITS)
     tokens = int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
+    if row.get("is_check"):
+        units = tokens = 0  # a model check spends nothing of the organisation's
     if not redis_conn.enabled():
         local_holds.settle(plan, units, tokens)
         return []

@@ -92,6 +92,8 @@ def cells_of(rows: Iterable[dict[str, Any]]) -> dict[Cell, list[int]]:
     ``created_at``), in the order of :data:`MEASURES` then the histogram."""
     cells: dict[Cell, list[int]] = {}
     for row in rows:
+        if row.get("is_check"):
+            continue  # a model check's request: the platform's, in no figure
         status = int(row["status"])
         klass = status_class(status)
         cell = (

@@ -128,3 +128,31 @@ def test_shared_backends_are_listed_but_not_editable(as_user, estates):
     client = as_user("alice")
     assert "platform-gpu" in client.get(reverse("console:backends")).content.decode()
     assert client.get(reverse("console:backend_edit", args=[shared.id])).status_code == 403
+
+
+def test_the_add_form_shows_only_what_a_new_backend_takes(as_user, estates):
+    client = as_user("erin")
+    created = client.get(reverse("console:backend_create")).content.decode()
+    assert 'name="upstream_key"' in created
+    assert "clear_upstream_key" not in created and "keep the current one" not in created
+    edited = client.get(reverse("console:backend_edit", args=[estates["acme"].backend.id]))
+    body = edited.content.decode()
+    assert 'name="clear_upstream_key"' in body and "keep the current one" in body
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_the_private_address_flag_says_what_it_adds_to_the_setting(client, crew, settings, allowed):
+    from django.contrib.auth.models import User
+
+    from accounts.services.members import member_ensure
+
+    settings.SWITCHYARD_BACKEND_ALLOW_PRIVATE = allowed
+    root = User.objects.create_superuser("root@example.com", "root@example.com", "root-pass-1")
+    member_ensure(organisation=crew["acme"], email="root@example.com", role="owner")
+    client.force_login(root)
+    body = client.get(reverse("console:backend_create")).content.decode()
+    assert 'name="allow_private"' in body
+    already = "already allowed on this platform (SWITCHYARD_BACKEND_ALLOW_PRIVATE)"
+    assert (already in body) is allowed
+    assert ("which the platform otherwise refuses" in body) is not allowed
+    assert "link-local" in body

@@ -12,6 +12,7 @@ except under CI (``CI=true``), where it fails.
 from __future__ import annotations
 
 import os
+import uuid
 from decimal import Decimal
 from pathlib import Path
 
@@ -275,3 +276,107 @@ def test_a_dark_desktop_gets_the_dark_palette(page, api_server, provision):
     for bar in drawn:
         assert _contrast(_style(page, bar, "fill"), card) >= 3, bar
     page.screenshot(path=str(ARTIFACTS / "console-dashboard-dark.png"), full_page=True)
+
+
+# --- Every page at a laptop's width ---------------------------------------------
+
+LAPTOP = 1366
+
+
+def _every_page(tenant, crew) -> dict[str, list[tuple[str, str]]]:
+    """Each console page with the longest values its cells hold, by who may see it."""
+    from accounts.services.api_keys import api_key_create
+    from responses_api.models import UsageLog
+    from responses_api.usage.deadletters import Refusal, deadletters_add
+
+    _busy_log(tenant)
+    organisation = tenant.organisation
+    for n in range(3):
+        api_key_create(
+            organisation=organisation,
+            name=f"a key with a long descriptive name for the nightly batch jobs {n}",
+            created_by=crew["alice"],
+            rpm=600,
+            tpm=200_000,
+            concurrency=8,
+            monthly_budget=Decimal("250"),
+            monthly_tokens=50_000_000,
+        )
+    refused = {
+        "request_id": str(uuid.uuid4()),
+        "organisation_id": organisation.id,
+        "method": "POST",
+        "endpoint": "/responses/compact",
+        "status": 200,
+        "model": "a-model-with-a-rather-long-public-identifier-v2.5-instruct",
+    }
+    deadletters_add(refused=[Refusal(refused, "IntegrityError", "x" * 400)])
+    key = organisation.api_keys.order_by("created_at").first()
+    row = UsageLog.objects.filter(organisation=organisation).exclude(session_id="").first()
+    assert key is not None and row is not None
+    return {
+        "alice@example.com": [
+            ("dashboard", ""),
+            ("keys", "keys/"),
+            ("key-create", "keys/new/"),
+            ("key-edit", f"keys/{key.id}/edit/"),
+            ("key-revoke", f"keys/{key.id}/revoke/"),
+            ("key-codex", f"keys/{key.id}/codex/"),
+            ("admin-keys", "admin-keys/"),
+            ("admin-key-create", "admin-keys/new/"),
+            ("backends", "backends/"),
+            ("backend-create", "backends/new/"),
+            ("backend", f"backends/{tenant.backend.id}/"),
+            ("backend-edit", f"backends/{tenant.backend.id}/edit/"),
+            ("models", "models/"),
+            ("model-create", "models/new/"),
+            ("model-edit", f"models/{tenant.model.id}/"),
+            ("usage", "usage/"),
+            ("session", f"usage/sessions/{row.session_id}/"),
+            ("trace", f"trace/{row.request_id}/"),
+            ("members", "members/"),
+            ("settings", "settings/"),
+            ("audit", "audit/"),
+            ("password", "account/password/"),
+        ],
+        "sam@example.com": [
+            ("support", "support/"),
+            ("support-trace", f"support/trace/{row.request_id}/"),
+            ("dead-letters", "support/dead-letters/"),
+        ],
+    }
+
+
+def test_every_console_page_fits_a_1366_px_window(page, api_server, provision, crew):
+    tenant = provision("acme", "http://127.0.0.1:9/v1", model="acme-model")
+    console = api_server.url + "/console/"
+    page.set_viewport_size({"width": LAPTOP, "height": 800})
+    too_wide: dict[str, int] = {}
+    for person, pages in _every_page(tenant, crew).items():
+        page.context.clear_cookies()
+        page.goto(console + "login/")
+        page.fill("input[name=username]", person)
+        page.fill("input[name=password]", person.split("@")[0] + "-password-1")
+        page.click("button[type=submit]")
+        page.wait_for_load_state()
+        for name, path in pages:
+            response = page.goto(console + path)
+            assert response is not None and response.status == 200, (name, response)
+            page.screenshot(path=str(ARTIFACTS / f"page-{name}.png"), full_page=True)
+            width = page.evaluate("document.documentElement.scrollWidth")
+            if width > page.evaluate("window.innerWidth"):
+                too_wide[name] = width
+            # A table wider than its card scrolls inside it, its last
+            # column (the buttons) cut off at the card's edge.
+            clipped = page.evaluate(_CLIPPED_TABLES)
+            if clipped:
+                too_wide[f"{name} table"] = clipped
+    assert too_wide == {}
+
+
+_CLIPPED_TABLES = """
+[...document.querySelectorAll('.table-wrap')]
+  .filter(wrap => wrap.scrollWidth > wrap.clientWidth)
+  .map(wrap => wrap.scrollWidth - wrap.clientWidth)
+  .reduce((a, b) => Math.max(a, b), 0)
+"""

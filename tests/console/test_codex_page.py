@@ -23,7 +23,7 @@ def test_every_role_sees_it_without_the_key(estates, as_user, person):
     assert response.status_code == 200
     body = response.content.decode()
     assert acme.raw_key not in body
-    assert f"export SWITCHYARD_API_KEY={acme.key.prefix}…" in body
+    assert f"({acme.key.prefix}…): &#x27;; read -r SWITCHYARD_API_KEY" in body
     assert "[model_providers.switchyard]" in body
     assert "remote compaction" in body
     assert "supports_websockets = true" in body and "WebSocket mode" in body
@@ -31,6 +31,14 @@ def test_every_role_sees_it_without_the_key(estates, as_user, person):
     assert 'data-copy="#codex-config-toml"' in body
     assert "?download=model_catalog.json" in body
     assert "style=" not in body and "<script>" not in body
+
+
+def test_the_command_line_hint_writes_the_base_url_the_page_shows(estates, as_user):
+    acme = estates["acme"]
+    response = as_user("alice").get(page_url(acme.key), HTTP_HOST="localhost:8443")
+    body = response.content.decode()
+    assert "(http://localhost:8443/v1)" in body
+    assert "--base-url http://localhost:8443 --out ~/.codex" in body
 
 
 def test_another_organisations_key_is_a_404(estates, as_user):

@@ -76,13 +76,13 @@ def test_a_trace_shows_a_zero_cost_as_money(as_user, crew):
     row = usage_row(crew["acme"], cost=Decimal(0))
     body = as_user("alice").get(reverse("console:trace", args=[row.request_id])).content.decode()
     assert "0E-8" not in body
-    assert '<dd id="trace-cost">0.00</dd>' in body
+    assert '<dd id="trace-cost">0.00 USD</dd>' in body
 
 
 def test_a_trace_keeps_every_digit_of_a_small_cost(as_user, crew):
     row = usage_row(crew["acme"], cost=Decimal("0.00012345"))
     body = as_user("alice").get(reverse("console:trace", args=[row.request_id])).content.decode()
-    assert '<dd id="trace-cost">0.00012345</dd>' in body
+    assert '<dd id="trace-cost">0.00012345 USD</dd>' in body
 
 
 def test_a_keys_budget_reads_as_typed_in_its_form(estates, as_user, crew):
@@ -170,6 +170,21 @@ def test_a_role_change_reads_as_one_arrow():
     assert audit_lines({"ok": True, "latency_ms": None}) == [("ok", "yes"), ("latency_ms", "–")]
 
 
+def test_a_connection_tests_latency_reads_in_whole_milliseconds(estates, as_user):
+    from accounts.audit import AuditEntry
+
+    AuditEntry.objects.create(
+        organisation=estates["acme"].key.organisation,
+        action="backend.test",
+        target="sim",
+        source=AuditEntry.Source.CONSOLE,
+        details={"ok": True, "latency_ms": 2.2394959996745456},
+    )
+    body = as_user("alice").get(reverse("console:audit")).content.decode()
+    assert '<span class="muted">latency_ms:</span> 2 ms' in body
+    assert "2.239" not in body
+
+
 # --- Usage log ---------------------------------------------------------------
 
 
@@ -234,7 +249,7 @@ def test_the_search_box_still_refuses_what_is_no_id(as_user, lookalikes):
 
 def test_usage_log_shows_each_requests_cost(as_user, lookalikes):
     body = as_user("bob").get(reverse("console:usage")).content.decode()
-    assert '<th class="num">Cost</th>' in body
+    assert '<th class="num">Cost<br>(USD)</th>' in body
     assert '<td class="num">0.0125</td>' in body
     assert "0E-8" not in body
 

@@ -123,7 +123,7 @@ def test_the_session_page_shows_its_turns_in_order(api, acme, people):
     assert totals["turns"] == 2
     assert totals["cost"] == sum(t.cost for t in turns)
     assert totals["output_tokens"] == sum(t.output_tokens for t in turns)
-    assert f'id="session-cost">{money(totals["cost"])}</div>' in html
+    assert f'id="session-cost">{money(totals["cost"])} USD</div>' in html
 
     # The usage log links there and filters by session.
     log = alice.get(reverse("console:usage"))

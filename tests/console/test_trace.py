@@ -157,3 +157,43 @@ def test_a_superuser_is_support_staff(client, estates):
         ).status_code
         == 200
     )
+
+
+def test_the_trace_says_what_kind_of_request_it_was(as_user, crew):
+    acme = crew["acme"]
+    poll = usage_row(acme, method="GET", endpoint="/responses/resp_0a1b2c3d", model="")
+    cancel = usage_row(acme, endpoint="/responses/resp_0a1b2c3d/cancel", model="")
+    other = usage_row(acme, method="GET", endpoint="/responses/resp_ffff0000", model="")
+    compaction = usage_row(acme, endpoint="/responses/compact")
+    client = as_user("alice")
+
+    def page(row) -> str:
+        return client.get(reverse("console:trace", args=[row.request_id])).content.decode()
+
+    body = page(poll)
+    assert "Poll of a response <code>resp_0a1b2c3d</code>" in body
+    link = "/console/usage/?endpoint=/responses/resp_0a1b2c3d"
+    assert link in body
+    listed = client.get(link).context["page"]
+    assert {row.request_id for row in listed} == {poll.request_id, cancel.request_id}
+    assert other.request_id not in {row.request_id for row in listed}
+    assert "Cancel of a background response" in page(cancel)
+    assert '<dd id="trace-kind">Compaction</dd>' in page(compaction)
+    prefixed = usage_row(acme, endpoint="/v1/responses")
+    assert '<dd id="trace-kind">Response</dd>' in page(prefixed)
+
+
+def test_no_rate_for_an_answer_that_came_in_one_piece(as_user, crew):
+    row = usage_row(
+        crew["acme"],
+        endpoint="/responses/compact",
+        ttft_ms=400.0,
+        duration_ms=400.08,
+        output_tokens=7,
+        tokens_per_second=87732.0,
+    )
+    body = as_user("alice").get(reverse("console:trace", args=[row.request_id])).content.decode()
+    assert "tokens/s" not in body and "87732" not in body
+    streamed = usage_row(crew["acme"], ttft_ms=100.0, duration_ms=1100.0, tokens_per_second=20.0)
+    body = as_user("alice").get(reverse("console:trace", args=[streamed.request_id])).content
+    assert "20.0 tokens/s" in body.decode()

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import re
 import tracemalloc
 import uuid
 from datetime import timedelta
@@ -85,6 +86,18 @@ def test_htmx_filtering_returns_only_the_rows(as_user, variety):
     body = response.content.decode()
     assert "<html" not in body and str(variety["cancelled"].request_id) in body
     assert 'id="export-csv"' in body and "status=499" in body
+
+
+def test_each_row_names_its_endpoint(as_user, crew):
+    acme = crew["acme"]
+    usage_row(acme, endpoint="/responses/compact", model="compacted-model")
+    usage_row(acme, endpoint="/responses/resp_0123abcd", method="GET", model="")
+    usage_row(acme, endpoint="/conversations", model="")
+    body = as_user("bob").get(reverse("console:usage")).content.decode()
+    head, rows = body.split("<tbody>")
+    assert "<th>Endpoint</th>" in head
+    cells = re.findall(r'<td class="small endpoint"><span [^>]*>([^<]*)</span></td>', rows)
+    assert {"/responses/compact", "GET /responses/resp_0123abcd", "/conversations"} <= set(cells)
 
 
 def _cursor(response, rel: str) -> dict:

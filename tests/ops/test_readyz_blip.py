@@ -144,3 +144,38 @@ def test_probes_and_scrapers_may_address_a_pod_by_its_ip(gateway, fresh_outages)
         assert scraped.status_code == 200 and "switchyard_" in scraped.text
     assert gateway.http.get("/console/login/", headers=pod).status_code == 400
     assert gateway.http.get("/console/login/").status_code == 200
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_the_grace_window_counts_from_the_first_request_that_failed(provision, simulator, tmp_path):
+    """The requests saw Redis fail before any probe did: the window started
+    then, so the first probe past it is already a 503."""
+    acme = provision("acme", simulator.url)
+    with redis_server(tmp_path) as redis:
+        proxy = TcpProxy(("127.0.0.1", redis.port))
+        url = f"redis://:{PASSWORD}@127.0.0.1:{proxy.port}/0"
+        server = start_daphne(server_env(REDIS_URL=url, SWITCHYARD_READY_GRACE_SECONDS=str(GRACE)))
+        try:
+            get = lambda path: httpx.get(server.url + path, timeout=10)  # noqa: E731
+            assert get("/readyz").json()["status"] == "ok"
+            proxy.cut()
+            refused = httpx.post(
+                server.url + "/v1/responses",
+                headers={"authorization": f"Bearer {acme.key}"},
+                json={"model": "sim-model", "input": "hello"},
+                timeout=30,
+            )
+            assert refused.status_code == 503, refused.text
+            failed_at = time.monotonic()
+            time.sleep(GRACE + 0.5)
+            probe = get("/readyz")
+            assert time.monotonic() - failed_at >= GRACE
+            assert probe.status_code == 503, probe.text
+            assert probe.json()["status"] == "unavailable"
+            assert probe.json()["failing_seconds"]["redis"] >= GRACE
+            proxy.restore()
+            wait_for(lambda: get("/readyz").status_code == 200, timeout=30, interval=0.2)
+        finally:
+            server.stop()
+            proxy.close()

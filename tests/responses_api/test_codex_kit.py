@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -126,8 +127,23 @@ def test_the_key_is_never_written():
     assert all(raw not in text and "sy_sk_" not in text for text in files.values())
     json.loads(files[codex_kit.CATALOG_FILE])
     line = codex_kit.export_line("sy_sk_abcd")
-    assert line.startswith("export SWITCHYARD_API_KEY=sy_sk_abcd…")
+    assert "sy_sk_abcd…" in line and "export SWITCHYARD_API_KEY" in line
     assert raw not in line
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash", "zsh"])
+def test_the_export_line_run_as_copied_sets_the_whole_key(shell):
+    """Pasted into a shell, the line asks for the key and exports all of it,
+    never the prefix the console shows."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    raw = "sy_sk_abcdef0123456789secret"
+    script = codex_kit.export_line("sy_sk_abcd") + '\nprintf "[%s]" "$SWITCHYARD_API_KEY"\n'
+    ran = subprocess.run(
+        [shell, "-c", script], input=raw + "\n", capture_output=True, text=True, timeout=10
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.endswith(f"[{raw}]")
 
 
 def _codex_bin() -> Path | None:

@@ -97,3 +97,66 @@ def test_an_unknown_backend_is_refused(provision, sim_windowed):
     _tenant(provision, sim_windowed)
     with pytest.raises(CommandError, match="not deployed on a backend 'nope'"):
         call_command("model_check", "sim-model", "--org", "acme", "--backend", "nope")
+
+
+def test_the_embedded_defaults_model_passes_its_context_window_check(provision, simulator):
+    """The simulator as ``run_embedded`` starts it (no options) and the model
+    as it provisions it: the backend refuses what the model cannot take."""
+    from responses_api.simulator.plan import CONTEXT_WINDOW
+
+    tenant = provision("acme", simulator.url)
+    tenant.model.context_window = CONTEXT_WINDOW
+    tenant.model.save(update_fields=["context_window"])
+    check = run_check("acme", "sim-model", "sim", timeout=60, only=("context_window",))
+    (result,) = check.results
+    assert result["passed"], result["detail"]
+    assert result["detail"] == f"near {CONTEXT_WINDOW} accepted, past it context_length_exceeded"
+
+
+def test_a_checks_traffic_is_in_no_figure_of_the_organisation(provision, sim_windowed, people):
+    from accounts.audit import Actor
+    from accounts.models import AuditEntry
+    from responses_api.models import UsageDaily, UsageHourly
+    from responses_api.usage.monthly import month_spent
+
+    tenant = _tenant(provision, sim_windowed)
+    tenant.model.price_input = tenant.model.price_output = 1
+    tenant.model.save(update_fields=["price_input", "price_output"])
+    catalog.forget()
+    alice = people["alice"]
+    run_check(
+        "acme",
+        "sim-model",
+        "sim",
+        timeout=20,
+        only=("text", "tool_call"),
+        actor=Actor.console(alice),
+    )
+    key = ApiKey.objects.get(name="model check")
+    assert key.is_check
+    rows = list(UsageLog.objects.filter(api_key=key))
+    assert rows and all(r.is_check for r in rows)
+    assert any(r.cost > 0 for r in rows)
+    # Not in the dashboard's roll-ups, nor in the month's spend.
+    assert not UsageHourly.objects.filter(api_key_id=key.id).exists()
+    assert not UsageDaily.objects.filter(api_key_id=key.id).exists()
+    assert month_spent(tenant.organisation.id) == (0, 0)
+    # The console person who started it is who the audit names.
+    entries = AuditEntry.objects.filter(action__in=["api_key.create", "api_key.revoke"])
+    entries = [e for e in entries if "model check" in e.target]
+    assert len(entries) == 2
+    assert all(e.actor == alice and e.source == AuditEntry.Source.CONSOLE for e in entries)
+
+
+def test_a_checks_key_is_not_among_the_organisations_keys(provision, sim_windowed, people):
+    from django.test import Client
+    from django.urls import reverse
+
+    _tenant(provision, sim_windowed)
+    run_check("acme", "sim-model", "sim", timeout=20, only=("text",))
+    client = Client()
+    client.force_login(people["alice"])
+    body = client.get(reverse("console:keys")).content.decode()
+    assert "acme key" in body and "model check" not in body
+    usage = client.get(reverse("console:usage")).content.decode()
+    assert 'title="A model check' in usage

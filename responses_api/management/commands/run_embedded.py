@@ -32,6 +32,7 @@ from accounts.services.members import member_ensure
 from accounts.services.organisations import organisation_ensure, organisation_settings_update
 from responses_api.catalogue.services.backends import backend_ensure
 from responses_api.catalogue.services.served_models import model_ensure
+from responses_api.simulator.plan import CONTEXT_WINDOW
 
 STATE = Path(settings.BASE_DIR) / ".run" / "demo.json"
 # The beat schedule's entries the embedded default runs on its local timer
@@ -129,7 +130,7 @@ class Command(BaseCommand):
             public_id="sim-model",
             backend=backend,
             upstream_name="sim-model",
-            context_window=32768,
+            context_window=CONTEXT_WINDOW,
             max_output_tokens=4096,
         )
         if path.exists():

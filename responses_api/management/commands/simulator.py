@@ -1,5 +1,7 @@
 from django.core.management.base import BaseCommand
 
+from responses_api.simulator.plan import CONTEXT_WINDOW
+
 
 class Command(BaseCommand):
     help = "Run the simulator backend (an OpenAI-compatible Chat Completions server)."
@@ -28,8 +30,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--context-window",
             type=int,
-            default=0,
-            help="Refuse prompts over this many tokens with a 400 (0: no limit).",
+            default=CONTEXT_WINDOW,
+            help=f"Refuse prompts over this many tokens with a 400 (default {CONTEXT_WINDOW}; "
+            "0: no limit).",
         )
 
     def handle(self, *args, **options):

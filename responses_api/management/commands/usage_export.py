@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 from accounts.management.commands._common import get_org
 from responses_api.models import UsageLog
 from responses_api.usage.columns import USAGE_EXPORT_COLUMNS
-from responses_api.usage.spreadsheet import csv_cell
+from responses_api.usage.spreadsheet import csv_value
 
 CHUNK = 2000
 COLUMNS = USAGE_EXPORT_COLUMNS
@@ -32,14 +32,6 @@ def _when(value: str | None, name: str) -> datetime | None:
             f"--{name} {value!r} is not an ISO 8601 date or time (e.g. 2026-05-01T12:00)."
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _cell(value: object) -> object:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, list):
-        return " ".join(str(v) for v in value)
-    return "" if value is None else value
 
 
 def _json(value: object) -> object:
@@ -78,7 +70,7 @@ class Command(BaseCommand):
             writer = csv.writer(out)
             writer.writerow(COLUMNS)
             for record in values.iterator(chunk_size=CHUNK):
-                writer.writerow([csv_cell(_cell(v)) for v in record])
+                writer.writerow([csv_value(c, v) for c, v in zip(COLUMNS, record, strict=True)])
         else:
             for record in values.iterator(chunk_size=CHUNK):
                 line = dict(zip(COLUMNS, (_json(v) for v in record), strict=True))
