@@ -21,7 +21,7 @@ from responses_api.gateway.call import Call
 from responses_api.gateway.relay_json import read_answer
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.items import CompactionTriggerItem, MessageItem
-from responses_api.store.seal import reasoning_seal
+from responses_api.store.seal import cache_salt, reasoning_seal
 from responses_api.translate import compaction
 from responses_api.translate.dialects import TOKENIZE
 from responses_api.translate.items import new_id
@@ -69,6 +69,7 @@ async def ahead(
     exchange = call.exchange
     assert exchange.caller is not None
     seal = reasoning_seal(exchange.caller.organisation_id)
+    salt = cache_salt(exchange.caller.organisation_id)
     items = (
         [MessageItem(role="user", content=request.input)]
         if isinstance(request.input, str)
@@ -87,7 +88,7 @@ async def ahead(
     pinned = call.headers.get(b"x-backend-id")
     upstream = failover.upstream(
         exchange,
-        draft=prepare_chat(asked.request, limits=model.limits, seal=seal),
+        draft=prepare_chat(asked.request, limits=model.limits, seal=seal, cache_salt=salt),
         model=model,
         pinned=pinned.decode("latin-1").strip() if pinned else None,
         affinity=affinity,
@@ -105,7 +106,7 @@ async def ahead(
     )
     return Ahead(
         compacted,
-        prepare_chat(compacted, limits=model.limits, seal=seal),
+        prepare_chat(compacted, limits=model.limits, seal=seal, cache_salt=salt),
         translator.compaction,
         translator,
     )
