@@ -17,7 +17,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +64,6 @@ class VllmServer(Proc):
     """``url`` is the OpenAI base URL (``…/v1``); ``root`` the server itself."""
 
     root: str = ""
-    started_in: float = 0.0
 
     def running(self) -> float:
         """``vllm:num_requests_running`` from the server's /metrics."""
@@ -111,7 +109,6 @@ def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
         "VLLM_CACHE_ROOT": str(tmp_path_factory.mktemp("vllm-cache")),
         "VLLM_NO_USAGE_STATS": "1",
     }
-    started = time.monotonic()
     process = subprocess.Popen(
         [
             str(python),
@@ -121,6 +118,7 @@ def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
             *("--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"),
             *("--enable-prefix-caching", "--enable-prompt-tokens-details"),
             *("--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
+            "--trust-request-chat-template",  # a backend's extra_body may bring one
         ],
         env=env,
         stdout=log.open("w"),
@@ -148,7 +146,6 @@ def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
     except WaitTimeout:
         server.stop()
         raise
-    server.started_in = time.monotonic() - started
     yield server
     server.stop()
 
@@ -169,13 +166,16 @@ def vllm_tenant(transactional_db, api_server, vllm_server) -> Callable[..., Vllm
     from responses_api.catalogue.services.backends import backend_ensure
     from responses_api.catalogue.services.served_models import model_ensure
 
-    def make(slug: str = "acme", *, backend_name: str = "vllm") -> VllmTenant:
+    def make(
+        slug: str = "acme", *, backend_name: str = "vllm", extra_body: dict | None = None
+    ) -> VllmTenant:
         organisation, _ = organisation_ensure(slug=slug, name=slug.title())
         backend, _ = backend_ensure(
             organisation=organisation,
             name=backend_name,
             base_url=vllm_server.url,
             dialect="vllm",
+            extra_body=extra_body,
         )
         model_ensure(
             organisation=organisation,

@@ -159,6 +159,44 @@ def test_streamed_tool_call_arguments_arrive_as_deltas(vllm_server, vllm_tenant)
     json.loads(call.arguments)
 
 
+# The model's own template, rendering an assistant message's earlier
+# reasoning where the model saw it, as thinking models' templates do.
+THINKING_TEMPLATE = (
+    "{{- bos_token -}}{%- for message in messages -%}"
+    "{%- if message.get('reasoning_content') %}{{ message['reasoning_content'] }} {% endif -%}"
+    "{%- if message['content'] is string -%}{{ message['content'] }}"
+    "{%- else -%}{%- for part in message['content'] -%}{{ part.get('text', '') }}"
+    "{%- endfor -%}{%- endif -%}{%- if not loop.last %} {% endif -%}{%- endfor -%}"
+)
+
+
+def test_earlier_reasoning_reaches_the_template(vllm_server, vllm_tenant):
+    tenant = vllm_tenant(
+        "initech", backend_name="vllm-think", extra_body={"chat_template": THINKING_TEMPLATE}
+    )
+    thought = "Lily thought about the sun, the moon and the big red ball for a long time."
+    reasoning = {
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": thought}],
+    }
+    turns = [
+        {"role": "user", "content": "Tell me a story."},
+        reasoning,
+        {"role": "assistant", "content": "Once upon a time."},
+        {"role": "user", "content": "More."},
+    ]
+
+    def input_tokens(items) -> int:
+        response = tenant.client.responses.create(
+            model="stories", input=items, temperature=0, max_output_tokens=1
+        )
+        return response.usage.input_tokens
+
+    without = input_tokens([t for t in turns if t is not reasoning])
+    assert input_tokens(turns) > without + 10
+
+
 def test_closing_a_stream_aborts_the_request_in_vllm(vllm_server, vllm_tenant):
     tenant = vllm_tenant()
     assert vllm_server.running() == 0
