@@ -18,7 +18,7 @@ from responses_api.backends.health import backend_check
 from responses_api.catalogue import catalog
 from responses_api.checks.model_check import run_check, table
 from responses_api.models import Backend
-from tests.conftest import wait_rows
+from tests.conftest import wait_for, wait_rows
 from tests.support import wait_until
 from tests.vllm.conftest import UPSTREAM_MODEL, VLLM_VERSION
 
@@ -227,7 +227,20 @@ def test_health_and_model_check_read_the_servers_models_and_version(vllm_server,
     assert backend.health == Backend.Health.ONLINE
     assert backend.version == f"vLLM {VLLM_VERSION}"
     assert backend.reported_models == [UPSTREAM_MODEL]
+    # The version the check recorded is the one responses report.
+    wait_for(
+        lambda: (
+            tenant.client.responses.create(
+                model="stories", input="Hi", max_output_tokens=2
+            ).switchyard["backend"]["version"]
+            == f"vLLM {VLLM_VERSION}"
+        )
+    )
     catalog.forget()
-    check = run_check("acme", "stories", "vllm", timeout=60, only=("context_window",))
+    # The capabilities this model can pass: it follows no instruction.
+    check = run_check(
+        "acme", "stories", "vllm", timeout=60, only=("context_window", "cancellation")
+    )
+    assert {r["name"] for r in check.results} == {"context_window", "cancellation"}
     assert check.passed, table(check)
     catalog.forget()
