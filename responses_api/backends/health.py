@@ -101,6 +101,8 @@ async def probe_async(
     models = [str(m["id"]) for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
     if dialect == "llamacpp":
         version = await _llamacpp_version(base_url, api_key, within, policy) or version
+    elif dialect == "vllm":
+        version = await _vllm_version(base_url, api_key, within, policy) or version
     return Probe(True, latency, models, version[:200], "")
 
 
@@ -117,6 +119,20 @@ async def _llamacpp_version(
         return ""
     build = data.get("build_info") if status == 200 and isinstance(data, dict) else None
     return f"llama.cpp {build}" if isinstance(build, str) and build else ""
+
+
+async def _vllm_version(
+    base_url: str, api_key: str, within: float, policy: AddressPolicy | None
+) -> str:
+    # vLLM's /v1/models names no version and its `server` header is
+    # "uvicorn"; `GET /version` beside /v1 answers {"version": "0.32.0"}.
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        status, data, _ = await get(root, "/version", api_key=api_key, within=within, policy=policy)
+    except BackendError:
+        return ""
+    found = data.get("version") if status == 200 and isinstance(data, dict) else None
+    return f"vLLM {found}" if isinstance(found, str) and found else ""
 
 
 def backend_check(*, backend: Backend) -> Probe:

@@ -23,7 +23,7 @@ from responses_api.gateway.call import Call
 from responses_api.gateway.relay_json import read_answer
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.items import CompactionTriggerItem, MessageItem
-from responses_api.store.seal import reasoning_seal
+from responses_api.store.seal import cache_salt, reasoning_seal
 from responses_api.translate import compaction
 from responses_api.translate.dialects import TOKENIZE
 from responses_api.translate.items import new_id
@@ -73,6 +73,7 @@ async def ahead(
     exchange = call.exchange
     assert exchange.caller is not None
     seal = reasoning_seal(exchange.caller.organisation_id)
+    salt = cache_salt(exchange.caller.organisation_id)
     items = (
         [MessageItem(role="user", content=request.input)]
         if isinstance(request.input, str)
@@ -84,7 +85,7 @@ async def ahead(
         seal=seal,
         model_id=model.public_id,
     )
-    summary = prepare_chat(asked.request, limits=model.limits, seal=seal)
+    summary = prepare_chat(asked.request, limits=model.limits, seal=seal, cache_salt=salt)
     base = StreamTranslator(
         response_id=new_id("resp"),
         model=request.model,
@@ -119,7 +120,7 @@ async def ahead(
     )
     return Ahead(
         compacted,
-        prepare_chat(compacted, limits=model.limits, seal=seal),
+        prepare_chat(compacted, limits=model.limits, seal=seal, cache_salt=salt),
         translator.compaction,
         translator,
     )

@@ -46,7 +46,7 @@ from responses_api.protocol.errors import ApiError, invalid
 from responses_api.store import continuation, conversation_turns, events, leases
 from responses_api.store import responses as store
 from responses_api.store.background import background_insert, background_update
-from responses_api.store.seal import reasoning_seal
+from responses_api.store.seal import cache_salt, reasoning_seal
 from responses_api.translate.items import new_id
 from responses_api.translate.request import prepare_chat
 from responses_api.usage.ratelimit import estimate_tokens
@@ -101,7 +101,10 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
     prepared = await continuation.prepare(caller, request)
     response_id = new_id("resp")
     draft = prepare_chat(
-        prepared.request, limits=model.limits, seal=reasoning_seal(caller.organisation_id)
+        prepared.request,
+        limits=model.limits,
+        seal=reasoning_seal(caller.organisation_id),
+        cache_salt=cache_salt(caller.organisation_id),
     )
     # Over a limit, the POST is the 429; the worker's run holds the spend.
     await check(exchange=exchange, estimate=estimate_tokens(call.body), draft=draft)

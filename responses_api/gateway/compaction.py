@@ -30,7 +30,7 @@ from responses_api.gateway.responder import JSON
 from responses_api.protocol.compact import CompactRequest, CountRequest
 from responses_api.protocol.errors import from_validation_error, invalid
 from responses_api.store import continuation
-from responses_api.store.seal import reasoning_seal
+from responses_api.store.seal import cache_salt, reasoning_seal
 from responses_api.translate import compaction
 from responses_api.translate.request import prepare_chat
 from responses_api.usage.ratelimit import limits_release
@@ -129,7 +129,12 @@ async def count_input_tokens(call: Call) -> Reply:
         request = (await continuation.prepare(caller, request)).request
     seal = reasoning_seal(caller.organisation_id)
     request = compaction.resolve(request, seal=seal, model_id=model.public_id).request
-    draft = prepare_chat(request, limits=model.limits, seal=seal)
+    draft = prepare_chat(
+        request,
+        limits=model.limits,
+        seal=seal,
+        cache_salt=cache_salt(caller.organisation_id),
+    )
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
     route = model.routes[0]

@@ -38,7 +38,7 @@ from responses_api.protocol.errors import (
 from responses_api.store import continuation, conversation_turns
 from responses_api.store.background import Replacing
 from responses_api.store.responses import Stored
-from responses_api.store.seal import reasoning_seal
+from responses_api.store.seal import cache_salt, reasoning_seal
 from responses_api.translate import compaction
 from responses_api.translate.items import new_id
 from responses_api.translate.request import ChatPlan, prepare_chat
@@ -96,7 +96,8 @@ async def create_response(
     seal = reasoning_seal(caller.organisation_id)
     compacting = compaction.resolve(request, seal=seal, model_id=model.public_id)
     request = compacting.request
-    draft = prepare_chat(request, limits=model.limits, seal=seal)
+    salt = cache_salt(caller.organisation_id)
+    draft = prepare_chat(request, limits=model.limits, seal=seal, cache_salt=salt)
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
     # A prewarm (``generate: false``) reaches no backend: it counts as a

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import hmac
 
 from django.conf import settings
 
@@ -36,3 +37,17 @@ def _seal(configured: str, secret_key: str, organisation_id: int) -> ReasoningSe
     if not keys:
         return ReasoningSeal([hashlib.sha256(secret_key.encode()).digest()], organisation_id)
     return ReasoningSeal([base64.urlsafe_b64decode(key) for key in keys], organisation_id)
+
+
+def cache_salt(organisation_id: int) -> str:
+    """The organisation's salt for a backend's prefix cache
+    (``translate.dialects.apply_cache_salt``): stable, so its own requests
+    keep hitting the cache, and keyed with ``SECRET_KEY``, so no one can
+    compute another organisation's salt and share its cached prefixes."""
+    return _salt(settings.SECRET_KEY, organisation_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _salt(secret_key: str, organisation_id: int) -> str:
+    message = f"prefix-cache:{organisation_id}".encode()
+    return hmac.new(secret_key.encode(), message, hashlib.sha256).hexdigest()

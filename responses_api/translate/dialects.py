@@ -122,6 +122,20 @@ def _llamacpp_reasoning(
     return False
 
 
+def apply_cache_salt(body: dict[str, Any], dialect: str, salt: str | None) -> None:
+    """Keep one organisation's prompts out of another's prefix cache.
+
+    vLLM's prefix cache is shared by every request it serves: a prompt that
+    hits it comes back faster, which tells the sender that someone sent the
+    same prefix before. A per-organisation ``cache_salt`` (a field of vLLM's
+    chat request) is mixed into the hash of the first cached block, so only requests
+    with the same salt share cached blocks. Sent after the backend's
+    ``extra_body``, so no backend setting can join two organisations' caches.
+    """
+    if dialect == "vllm" and salt:
+        body["cache_salt"] = salt
+
+
 def apply_tool_choice(body: dict[str, Any], dialect: str) -> None:
     """Express a named-function ``tool_choice`` the way the backend understands it."""
     choice = body.get("tool_choice")

@@ -37,7 +37,12 @@ from responses_api.protocol.items import (
 )
 from responses_api.protocol.tools import AllowedToolsChoice, FunctionChoice, Tool
 from responses_api.translate.content import text_of, user_content
-from responses_api.translate.dialects import REASONING_FIELD, apply_reasoning, apply_tool_choice
+from responses_api.translate.dialects import (
+    REASONING_FIELD,
+    apply_cache_salt,
+    apply_reasoning,
+    apply_tool_choice,
+)
 from responses_api.translate.messages import DRAFT_REASONING_FIELD, ChatMessages, rename_reasoning
 from responses_api.translate.sealing import ReasoningSeal, SealBroken
 from responses_api.translate.tools import ChatTools, ToolRef, not_among_tools
@@ -98,6 +103,8 @@ class ChatDraft:
     # Indexes of the messages that carry DRAFT_REASONING_FIELD.
     reasoning_at: tuple[int, ...]
     seal: ReasoningSeal | None = None
+    # The organisation's prefix-cache salt (``dialects.apply_cache_salt``).
+    cache_salt: str | None = None
 
     def for_route(
         self, *, upstream_model: str, dialect: str, extra_body: dict[str, Any] | None
@@ -115,6 +122,7 @@ class ChatDraft:
             )
         if self.has_tools:
             apply_tool_choice(body, dialect)
+        apply_cache_salt(body, dialect, self.cache_salt)
         plan = ChatPlan(
             body=body,
             tools=self.tools,
@@ -129,7 +137,11 @@ class ChatDraft:
 
 
 def prepare_chat(
-    request: CreateResponse, *, limits: ModelLimits, seal: ReasoningSeal | None = None
+    request: CreateResponse,
+    *,
+    limits: ModelLimits,
+    seal: ReasoningSeal | None = None,
+    cache_salt: str | None = None,
 ) -> ChatDraft:
     """Translate the request's messages and tools, once whatever route serves
     it. Raises :class:`ApiError` for what the request asks that cannot be done.
@@ -137,7 +149,8 @@ def prepare_chat(
     ``seal`` is the caller's organisation's: it opens the reasoning items the
     client carries back sealed, and seals the answer's when the request
     includes ``reasoning.encrypted_content``. Without it, sealed reasoning
-    is refused."""
+    is refused. ``cache_salt`` is the organisation's, for the backends that
+    partition their prefix cache by it."""
     tools = ChatTools()
     for tool in request.tools or ():
         tools.add(tool)
@@ -228,6 +241,7 @@ def prepare_chat(
         has_tools=bool(tools.chat_tools),
         reasoning_at=reasoning_at,
         seal=seal if request.include and ENCRYPTED_REASONING in request.include else None,
+        cache_salt=cache_salt,
     )
 
 
@@ -239,9 +253,10 @@ def build_chat_request(
     limits: ModelLimits = ModelLimits(),
     extra_body: dict[str, Any] | None = None,
     seal: ReasoningSeal | None = None,
+    cache_salt: str | None = None,
 ) -> ChatPlan:
     """Both steps at once, for a single route."""
-    draft = prepare_chat(request, limits=limits, seal=seal)
+    draft = prepare_chat(request, limits=limits, seal=seal, cache_salt=cache_salt)
     return draft.for_route(upstream_model=upstream_model, dialect=dialect, extra_body=extra_body)
 
 

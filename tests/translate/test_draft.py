@@ -128,3 +128,35 @@ def test_errors_are_raised_when_the_draft_is_prepared():
     with pytest.raises(ApiError) as caught:
         prepare_chat(request, limits=ModelLimits())
     assert caught.value.param == "input[0]"
+
+
+def test_the_organisations_cache_salt_reaches_vllm_only_and_beats_extra_body():
+    from responses_api.store.seal import cache_salt
+
+    salt = cache_salt(7)
+    draft = prepare_chat(codex_request(), limits=ModelLimits(), cache_salt=salt)
+    shared = {"cache_salt": "everyone"}  # a backend setting cannot join two caches
+    assert (
+        draft.for_route(upstream_model="up", dialect="vllm", extra_body=shared).body["cache_salt"]
+        == salt
+    )
+    for dialect in ("openai", "sglang", "llamacpp", "ollama"):
+        assert (
+            "cache_salt"
+            not in draft.for_route(upstream_model="up", dialect=dialect, extra_body=None).body
+        )
+    unsalted = prepare_chat(codex_request(), limits=ModelLimits())
+    assert (
+        "cache_salt"
+        not in unsalted.for_route(upstream_model="up", dialect="vllm", extra_body=None).body
+    )
+
+
+def test_a_cache_salt_is_stable_per_organisation_and_keyed_with_the_secret(settings):
+    from responses_api.store.seal import cache_salt
+
+    assert cache_salt(7) == cache_salt(7) != cache_salt(8)
+    assert len(cache_salt(7)) == 64
+    before = cache_salt(7)
+    settings.SECRET_KEY = "another-secret-" * 4
+    assert cache_salt(7) != before

@@ -1,0 +1,191 @@
+"""A real vLLM (CPU build) with a tiny model, as a Switchyard backend.
+
+The interpreter comes from ``$VLLM_PYTHON`` or the venv that
+``scripts/install-vllm.sh`` fills; the model from ``$SWITCHYARD_TEST_VLLM_MODEL``
+or ``shared/models/stories260K-hf`` beside the clone. Without them the tests
+are skipped on a developer's machine and fail in CI (``CI`` set), where
+``.ci/run`` installs vLLM first.
+
+vLLM takes about a minute to start and 3 GB of memory, so one server serves
+the whole run: every vLLM test lives in one module (the suite spreads modules
+over workers with ``--dist loadfile``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from tests.conftest import ROOT, Proc, _log_path, free_port
+from tests.support import WaitTimeout, wait_until
+
+VLLM_VERSION = "0.32.0"  # keep in step with scripts/install-vllm.sh
+MODEL_DIR = "stories260K-hf"
+UPSTREAM_MODEL = "stories260K"
+START_TIMEOUT = 300
+
+
+def _python() -> Path:
+    if os.environ.get("VLLM_PYTHON"):
+        return Path(os.environ["VLLM_PYTHON"])
+    cache = os.environ.get("SWITCHYARD_CACHE_DIR") or str(Path.home() / ".cache" / "switchyard")
+    return Path(cache) / f"vllm-{VLLM_VERSION}" / "bin" / "python"
+
+
+def _model() -> Path:
+    if os.environ.get("SWITCHYARD_TEST_VLLM_MODEL"):
+        return Path(os.environ["SWITCHYARD_TEST_VLLM_MODEL"])
+    # CI clones next to `shared/`; a git worktree may sit one level deeper.
+    for parent in ROOT.parents:
+        candidate = parent / "shared" / "models" / MODEL_DIR
+        if (candidate / "config.json").exists():
+            return candidate
+    return ROOT.parent / "shared" / "models" / MODEL_DIR
+
+
+def _missing(what: str, path: Path, hint: str) -> None:
+    message = f"{what} not found at {path}: {hint}"
+    if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@dataclass
+class VllmServer(Proc):
+    """``url`` is the OpenAI base URL (``…/v1``); ``root`` the server itself."""
+
+    root: str = ""
+
+    def running(self) -> float:
+        """``vllm:num_requests_running`` from the server's /metrics."""
+        text = httpx.get(self.root + "/metrics", timeout=5).text
+        values = [
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("vllm:num_requests_running")
+        ]
+        assert values, "vllm:num_requests_running missing from /metrics"
+        return sum(values)
+
+    def stop(self) -> None:
+        # The API server stops its engine process on SIGTERM; whatever is
+        # left after that goes with the process group.
+        if self.process.poll() is None:
+            self.process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
+    """One vLLM for the run, with prefix caching, cached-token usage and
+    hermes tool calls."""
+    python, model = _python(), _model()
+    if not (python.is_file() and os.access(python, os.X_OK)):
+        _missing(
+            "vLLM's python",
+            python,
+            "run `bash scripts/install-vllm.sh` (it prints the path for $VLLM_PYTHON)",
+        )
+    if not (model / "config.json").is_file():
+        _missing("the test model", model, f"set SWITCHYARD_TEST_VLLM_MODEL to {MODEL_DIR}")
+    port = free_port()
+    log = _log_path("vllm")
+    env = {
+        **os.environ,
+        "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB: the default would take a quarter of memory
+        "VLLM_CACHE_ROOT": str(tmp_path_factory.mktemp("vllm-cache")),
+        "VLLM_NO_USAGE_STATS": "1",
+    }
+    process = subprocess.Popen(
+        [
+            str(python),
+            *("-m", "vllm.entrypoints.openai.api_server"),
+            *("--model", str(model), "--served-model-name", UPSTREAM_MODEL),
+            *("--host", "127.0.0.1", "--port", str(port)),
+            *("--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"),
+            *("--enable-prefix-caching", "--enable-prompt-tokens-details"),
+            *("--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
+            "--trust-request-chat-template",  # a backend's extra_body may bring one
+        ],
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    root = f"http://127.0.0.1:{port}"
+    server = VllmServer(process, root + "/v1", port, log, root=root)
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"vLLM exited with {process.returncode}:\n{server.output()}")
+        try:
+            return httpx.get(root + "/health", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(
+            healthy,
+            timeout=START_TIMEOUT,
+            interval=1.0,
+            message=lambda: f"vLLM did not come up ({server.output()[-4000:]})",
+        )
+    except WaitTimeout:
+        server.stop()
+        raise
+    yield server
+    server.stop()
+
+
+@dataclass
+class VllmTenant:
+    organisation: object
+    backend: object
+    key: str
+    client: OpenAI
+
+
+@pytest.fixture
+def vllm_tenant(transactional_db, api_server, vllm_server) -> Callable[..., VllmTenant]:
+    """An organisation with a vLLM backend of dialect ``vllm`` serving ``stories``."""
+    from accounts.services.api_keys import api_key_create
+    from accounts.services.organisations import organisation_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
+
+    def make(
+        slug: str = "acme", *, backend_name: str = "vllm", extra_body: dict | None = None
+    ) -> VllmTenant:
+        organisation, _ = organisation_ensure(slug=slug, name=slug.title())
+        backend, _ = backend_ensure(
+            organisation=organisation,
+            name=backend_name,
+            base_url=vllm_server.url,
+            dialect="vllm",
+            extra_body=extra_body,
+        )
+        model_ensure(
+            organisation=organisation,
+            public_id="stories",
+            backend=backend,
+            upstream_name=UPSTREAM_MODEL,
+            context_window=2048,
+        )
+        _, key = api_key_create(organisation=organisation, name=f"{backend_name} key")
+        client = OpenAI(base_url=api_server.url + "/v1", api_key=key, max_retries=0)
+        return VllmTenant(organisation, backend, key, client)
+
+    return make

@@ -1,0 +1,246 @@
+"""Switchyard in front of a real vLLM: the OpenAI SDK as the client.
+
+stories260K follows no instruction, so these tests check the protocol's
+shape, not the text: vLLM's own tool-call parsing (forced by ``tool_choice``),
+its prefix cache, its metrics, its model list and version. Every vLLM test is
+in this module, so that one vLLM serves them all (``conftest``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+import pytest
+
+from responses_api.backends.health import backend_check
+from responses_api.catalogue import catalog
+from responses_api.checks.model_check import run_check, table
+from responses_api.models import Backend
+from tests.conftest import wait_for, wait_rows
+from tests.support import wait_until
+from tests.vllm.conftest import UPSTREAM_MODEL, VLLM_VERSION
+
+pytestmark = [pytest.mark.vllm, pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+PROMPT = "Tell me a story about a cat."
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Get the weather for a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+}
+FORECAST = {
+    "type": "namespace",
+    "name": "weather",
+    "description": "Weather services.",
+    "tools": [{**WEATHER, "name": "get_forecast"}],
+}
+PATCH = {"type": "custom", "name": "apply_patch", "description": "Apply a patch."}
+
+
+def long_prompt() -> str:
+    """Over two 128-token cache blocks, new to the server's cache: a prompt
+    another test (or an earlier run of this one) sent would be cached already."""
+    return f"{uuid.uuid4().hex} " + "Once upon a time there was a little dog. " * 40
+
+
+def test_text_streamed_and_not(vllm_server, vllm_tenant):
+    tenant = vllm_tenant()
+    response = tenant.client.responses.create(
+        model="stories", input=PROMPT, temperature=0, max_output_tokens=8
+    )
+    assert response.status == "incomplete"
+    assert response.incomplete_details.reason == "max_output_tokens"
+    assert response.output_text
+    assert response.usage.output_tokens == 8 and response.usage.input_tokens > 0
+    assert response.switchyard["backend"]["name"] == "vllm"
+    events = list(
+        tenant.client.responses.create(
+            model="stories", input=PROMPT, temperature=0, max_output_tokens=8, stream=True
+        )
+    )
+    final = events[-1].response
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert len(deltas) > 1
+    assert "".join(deltas) == final.output_text == response.output_text  # greedy
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert events[-1].type == "response.incomplete"
+    assert final.usage.input_tokens == response.usage.input_tokens
+    rows = wait_rows(2, organisation=tenant.organisation)
+    assert sorted(r.stream for r in rows) == [False, True]
+    assert all(r.status == 200 and r.output_tokens == 8 for r in rows)
+
+
+def test_organisations_never_share_the_prefix_cache(vllm_server, vllm_tenant):
+    prompt = long_prompt()
+
+    def cached(tenant) -> int:
+        response = tenant.client.responses.create(
+            model="stories", input=prompt, temperature=0, max_output_tokens=2
+        )
+        assert response.usage.input_tokens > 256
+        return response.usage.input_tokens_details.cached_tokens
+
+    acme, globex = vllm_tenant("acme"), vllm_tenant("globex")
+    assert cached(acme) == 0
+    assert cached(acme) >= 256  # two whole 128-token blocks
+    # The same prompt from another organisation starts cold: its salt differs.
+    assert cached(globex) == 0
+    assert cached(globex) >= 256
+    rows = wait_rows(2, organisation=acme.organisation)
+    assert sorted(r.cached_tokens > 0 for r in rows) == [False, True]
+
+
+# Without `strict`, vLLM constrains a forced call to the hermes form and the
+# tool's name but not its parameters: this model writes a JSON string as the
+# arguments. Switchyard passes a function's arguments on as they came.
+
+
+def calls(response, kind: str = "function_call") -> list:
+    return [item for item in response.output if item.type == kind]
+
+
+def test_forced_tool_calls_of_every_kind(vllm_server, vllm_tenant):
+    tenant = vllm_tenant()
+    ask = {"model": "stories", "input": "What is the weather?", "temperature": 0}
+    response = tenant.client.responses.create(
+        **ask, tools=[WEATHER], tool_choice="required", max_output_tokens=64
+    )
+    (call,) = calls(response)
+    assert call.name == "get_weather" and call.call_id
+    json.loads(call.arguments)  # JSON, though not the schema's (above)
+
+    response = tenant.client.responses.create(
+        **ask,
+        tools=[WEATHER, FORECAST],
+        tool_choice={"type": "function", "name": "get_forecast"},
+        max_output_tokens=64,
+    )
+    (call,) = calls(response)
+    assert (call.namespace, call.name) == ("weather", "get_forecast")
+
+    response = tenant.client.responses.create(
+        **ask,
+        tools=[WEATHER, PATCH],
+        tool_choice={"type": "custom", "name": "apply_patch"},
+        max_output_tokens=64,
+    )
+    (custom,) = calls(response, "custom_tool_call")
+    # The raw input, not the JSON vLLM generated for it.
+    assert custom.name == "apply_patch" and custom.input and custom.input[0] != '"'
+
+
+def test_streamed_tool_call_arguments_arrive_as_deltas(vllm_server, vllm_tenant):
+    tenant = vllm_tenant()
+    events = list(
+        tenant.client.responses.create(
+            model="stories",
+            input="What is the weather?",
+            temperature=0,
+            tools=[WEATHER],
+            tool_choice={"type": "function", "name": "get_weather"},
+            max_output_tokens=64,
+            stream=True,
+        )
+    )
+    final = events[-1].response
+    (call,) = calls(final)
+    deltas = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]
+    assert deltas and "".join(deltas) == call.arguments
+    done = [e for e in events if e.type == "response.function_call_arguments.done"]
+    assert [e.arguments for e in done] == [call.arguments]
+    json.loads(call.arguments)
+
+
+# The model's own template, rendering an assistant message's earlier
+# reasoning where the model saw it, as thinking models' templates do.
+THINKING_TEMPLATE = (
+    "{{- bos_token -}}{%- for message in messages -%}"
+    "{%- if message.get('reasoning_content') %}{{ message['reasoning_content'] }} {% endif -%}"
+    "{%- if message['content'] is string -%}{{ message['content'] }}"
+    "{%- else -%}{%- for part in message['content'] -%}{{ part.get('text', '') }}"
+    "{%- endfor -%}{%- endif -%}{%- if not loop.last %} {% endif -%}{%- endfor -%}"
+)
+
+
+def test_earlier_reasoning_reaches_the_template(vllm_server, vllm_tenant):
+    tenant = vllm_tenant(
+        "initech", backend_name="vllm-think", extra_body={"chat_template": THINKING_TEMPLATE}
+    )
+    thought = "Lily thought about the sun, the moon and the big red ball for a long time."
+    reasoning = {
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": thought}],
+    }
+    turns = [
+        {"role": "user", "content": "Tell me a story."},
+        reasoning,
+        {"role": "assistant", "content": "Once upon a time."},
+        {"role": "user", "content": "More."},
+    ]
+
+    def input_tokens(items) -> int:
+        response = tenant.client.responses.create(
+            model="stories", input=items, temperature=0, max_output_tokens=1
+        )
+        return response.usage.input_tokens
+
+    without = input_tokens([t for t in turns if t is not reasoning])
+    assert input_tokens(turns) > without + 10
+
+
+def test_closing_a_stream_aborts_the_request_in_vllm(vllm_server, vllm_tenant):
+    tenant = vllm_tenant()
+    assert vllm_server.running() == 0
+    stream = tenant.client.responses.create(
+        model="stories", input=PROMPT, temperature=0, max_output_tokens=1900, stream=True
+    )
+    deltas = 0
+    for event in stream:
+        if event.type == "response.output_text.delta":
+            deltas += 1
+            if deltas == 3:
+                break
+    # Still generating: 1,900 tokens take this model far longer than this.
+    assert vllm_server.running() == 1
+    stream.close()
+    wait_until(lambda: vllm_server.running() == 0, timeout=5, message="vLLM kept generating")
+    row = wait_rows(organisation=tenant.organisation, status=499)[0]
+    assert row.note == "Client disconnected" and row.stream
+
+
+def test_health_and_model_check_read_the_servers_models_and_version(vllm_server, vllm_tenant):
+    version = httpx.get(vllm_server.root + "/version", timeout=5).json()["version"]
+    assert version == VLLM_VERSION
+    tenant = vllm_tenant()
+    backend = tenant.backend
+    assert backend_check(backend=backend).ok
+    backend.refresh_from_db()
+    assert backend.health == Backend.Health.ONLINE
+    assert backend.version == f"vLLM {VLLM_VERSION}"
+    assert backend.reported_models == [UPSTREAM_MODEL]
+    # The version the check recorded is the one responses report.
+    wait_for(
+        lambda: (
+            tenant.client.responses.create(
+                model="stories", input="Hi", max_output_tokens=2
+            ).switchyard["backend"]["version"]
+            == f"vLLM {VLLM_VERSION}"
+        )
+    )
+    catalog.forget()
+    # The capabilities this model can pass: it follows no instruction.
+    check = run_check(
+        "acme", "stories", "vllm", timeout=60, only=("context_window", "cancellation")
+    )
+    assert {r["name"] for r in check.results} == {"context_window", "cancellation"}
+    assert check.passed, table(check)
+    catalog.forget()
