@@ -14,6 +14,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from config import settings_stores
 from config.settings_checks import fernet_refusals, production_refusals
 from config.settings_sso import sign_in
 from config.settings_stores import beat_schedule, behind_pgbouncer, redis_config, redis_timeouts
@@ -146,7 +147,7 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": env.db_url_config(secret("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+    "default": env.db_url_config(settings_stores.database_url(secret, BASE_DIR / "db.sqlite3"))
 }
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
 # PostgreSQL reached through PgBouncer in transaction pooling (platform/README.md).

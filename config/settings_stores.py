@@ -4,9 +4,15 @@ derivations can be read, and tested, on their own."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+
+# How Django's management commands are started.
+MANAGE = {"manage.py", "django-admin"}
 
 
 def redis_timeouts(env: Any) -> tuple[float, float]:
@@ -51,6 +57,21 @@ def _socket_timeouts(env: Any) -> dict[str, float]:
         return {}
     connect, read = redis_timeouts(env)
     return {"socket_connect_timeout": connect, "socket_timeout": read}
+
+
+def database_url(
+    secret: Callable[[str], str | None], sqlite: Path, argv: Sequence[str] | None = None
+) -> str:
+    """``DATABASE_URL``; for ``manage.py migrate`` ``SWITCHYARD_MIGRATE_DATABASE_URL``
+    instead, when set. Behind PgBouncer in transaction pooling a migration's
+    locks and its session settings may land on different server connections,
+    so migrations take a direct address of their own, which no other command
+    and no server process reads (platform/README.md, "PostgreSQL"). Neither
+    set: the embedded SQLite file ``sqlite``."""
+    argv = sys.argv if argv is None else argv
+    command = argv[1] if len(argv) > 1 and Path(argv[0]).name in MANAGE else ""
+    migrate = secret("SWITCHYARD_MIGRATE_DATABASE_URL") if command == "migrate" else None
+    return migrate or secret("DATABASE_URL") or f"sqlite:///{sqlite}"
 
 
 def behind_pgbouncer(database: dict[str, Any]) -> None:

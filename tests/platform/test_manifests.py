@@ -468,9 +468,12 @@ def test_every_layout_runs_a_usage_writer_and_web_leaves_rows_to_it(rendered):
     assert config["data"]["SWITCHYARD_USAGE_DRAIN_IN_WEB"] == "false"
 
     systemd = PLATFORM / "systemd"
-    assert "ExecStart=/opt/switchyard/venv/bin/python manage.py write_usage" in (
-        (systemd / "switchyard-usage.service").read_text().splitlines()
-    )
+    (start,) = [
+        line
+        for line in (systemd / "switchyard-usage.service").read_text().splitlines()
+        if line.startswith("ExecStart=")
+    ]
+    assert start.endswith("exec venv/bin/python manage.py write_usage'"), start
     web_unit = (systemd / "switchyard-web@.service").read_text().splitlines()
     assert "Environment=SWITCHYARD_USAGE_DRAIN_IN_WEB=false" in web_unit
 
@@ -788,3 +791,51 @@ def test_the_service_monitor_scrapes_every_web_pod_with_the_token(rendered):
     assert credentials == {"name": "switchyard-secrets", "key": "METRICS_TOKEN"}
     (template,) = _load_yaml_docs(K8S / "base" / "secret.example.yaml")
     assert "METRICS_TOKEN" in (template.get("stringData") or template.get("data"))
+
+
+# --------------------------------------------------------------------------- the guide
+
+
+def _hpa_bounds(objects) -> tuple[int, int]:
+    hpa = _by_kind_name(objects, "HorizontalPodAutoscaler", "switchyard-web")
+    return hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]
+
+
+def test_the_guide_states_the_autoscaler_bounds_the_manifests_render():
+    base = _hpa_bounds(_render_component(K8S / "components" / "web-hpa"))
+    production = _hpa_bounds(_render(K8S / "overlays" / "production"))
+    guide = (PLATFORM / "README.md").read_text(encoding="utf-8")
+    (row,) = [line for line in guide.splitlines() if line.startswith("| component `web-hpa`")]
+    assert f"HPA {base[0]}–{base[1]} pods" in row, row
+    assert f"production overlay patches it to {production[0]}–{production[1]}" in row, row
+    prose = " ".join(guide.split())
+    assert f"production runs {production[0]}–{production[1]} pods" in prose
+    assert f"HPA (up to {production[1]} web pods)" in prose
+    stated = {(int(a), int(b)) for a, b in re.findall(r"(\d+)–(\d+) pods", prose)}
+    assert stated <= {base, production}, stated
+
+
+def _secret_settings() -> set[str]:
+    """Every secret the settings read (``secret("NAME")``), and the one the
+    OpenTelemetry SDK reads from the environment itself."""
+    names = {"OTEL_EXPORTER_OTLP_HEADERS"}
+    for path in (REPO / "config").glob("settings*.py"):
+        names |= set(re.findall(r'\bsecret\("([A-Z0-9_]+)"', path.read_text(encoding="utf-8")))
+    return names
+
+
+def test_every_secret_setting_is_in_the_secret_template_the_units_and_the_table():
+    names = _secret_settings()
+    assert {"SWITCHYARD_OIDC_CLIENT_SECRET", "SWITCHYARD_MIGRATE_DATABASE_URL"} <= names, names
+    (template,) = _load_yaml_docs(K8S / "base" / "secret.example.yaml")
+    assert names <= set(template["stringData"]), names - set(template["stringData"])
+    systemd = "\n".join(
+        path.read_text(encoding="utf-8") for path in sorted((PLATFORM / "systemd").iterdir())
+    )
+    assert not {n for n in names if n not in systemd}, "not in platform/systemd/"
+    guide = (PLATFORM / "README.md").read_text(encoding="utf-8")
+    secret_rows = set(re.findall(r"(?m)^\| `([A-Z0-9_]+)` \| yes \|", guide))
+    assert names <= secret_rows, names - secret_rows
+    # Every unit reads the optional secrets that have no credential file.
+    for unit in sorted((PLATFORM / "systemd").glob("*.service")):
+        assert "EnvironmentFile=-/etc/switchyard/secrets.env" in unit.read_text(), unit.name

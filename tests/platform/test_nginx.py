@@ -146,15 +146,22 @@ MULTI_HOST = ROOT / "platform" / "nginx" / "switchyard-multi-host.conf"
 SINGLE_HOST = ROOT / "platform" / "nginx" / "switchyard.conf"
 
 
-def _without_upstream(text: str) -> str:
+def _shared_part(text: str) -> str:
+    """The file without its header comment, its upstream list and the two
+    locations that differ on a load balancer of its own."""
     (upstream,) = nginx._blocks(text, r"upstream switchyard_web")
     rest = text[text.index(upstream) + len(upstream) :]
+    for location in ("location /static/", "location = /metrics"):
+        start = rest.index(location)
+        comment = rest.rindex("\n\n", 0, start)
+        rest = rest[:comment] + rest[nginx._block(rest, start) :]
     return rest.strip()
 
 
-def test_the_multi_host_file_differs_from_the_single_host_one_only_in_its_upstreams():
-    assert _without_upstream(MULTI_HOST.read_text()) == _without_upstream(SINGLE_HOST.read_text())
-    (upstream,) = nginx._blocks(MULTI_HOST.read_text(), r"upstream switchyard_web")
+def test_the_multi_host_file_differs_from_the_single_host_one_only_where_it_must():
+    assert _shared_part(MULTI_HOST.read_text()) == _shared_part(SINGLE_HOST.read_text())
+    text = MULTI_HOST.read_text()
+    (upstream,) = nginx._blocks(text, r"upstream switchyard_web")
     servers = [
         line.split()[1] for line in upstream.splitlines() if line.strip().startswith("server ")
     ]
@@ -163,6 +170,15 @@ def test_the_multi_host_file_differs_from_the_single_host_one_only_in_its_upstre
     assert "least_conn;" in upstream and all(
         "max_fails=" in line for line in upstream.splitlines() if " server " in line
     )
+    # A load balancer on a host of its own has no static files and must not
+    # answer a scrape for one random web process.
+    https = next(b for b in nginx._blocks(text, "server") if "ssl_certificate" in b)
+    static = https[https.index("location /static/") :]
+    static = static[: nginx._block(static, 0)]
+    assert "proxy_pass http://switchyard_web;" in static
+    assert not re.search(r"\b(alias|root)\b", static), static
+    metrics = https[https.index("location = /metrics") :]
+    assert "return 404;" in metrics[: nginx._block(metrics, 0)]
 
 
 def _certificate(directory) -> tuple[str, str]:
