@@ -32,11 +32,15 @@ HEADER_SECONDS = 1
 
 
 class Firehose:
-    """A Chat Completions backend that streams ``limit`` bytes of 8 KiB
-    content deltas as fast as its client reads them, in a thread of its own."""
+    """A Chat Completions backend that streams ``limit`` bytes of content
+    deltas of ``piece`` characters as fast as its client reads them, in a
+    thread of its own. Small pieces make a long stream of events out of
+    little text: the answer's text is held to the request's output cap, the
+    events' number is not."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, piece: int = 8192) -> None:
         self.limit = limit
+        self.piece = piece
         self.sent = 0
         self.aborted = threading.Event()
         self.loop = asyncio.new_event_loop()
@@ -70,7 +74,9 @@ class Firehose:
             "object": "chat.completion.chunk",
             "created": 0,
             "model": "sim-model",
-            "choices": [{"index": 0, "delta": {"content": "x" * 8192}, "finish_reason": None}],
+            "choices": [
+                {"index": 0, "delta": {"content": "x" * self.piece}, "finish_reason": None}
+            ],
         }
         line = b"data: " + orjson.dumps(chunk) + b"\n\n"
         chunk["choices"][0].update(delta={}, finish_reason="stop")  # type: ignore[index]
@@ -142,7 +148,7 @@ def test_a_client_that_stops_reading_holds_no_memory_and_ends_as_a_499(web_proce
     """Without backpressure, the process buffered the whole stream
     (300 MiB: RSS from 241 to 2,705 MB). Paused past the stall deadline,
     the connection is closed and the request is a client gone."""
-    firehose = Firehose(limit=300 * 1024 * 1024)
+    firehose = Firehose(limit=300 * 1024 * 1024, piece=16)
     try:
         tenant = provision("acme", firehose.url)
         before = rss_mb(web_process.process.pid)
@@ -172,7 +178,9 @@ def test_a_client_that_stops_reading_holds_no_memory_and_ends_as_a_499(web_proce
 def test_a_client_that_reads_slowly_gets_the_whole_stream(web_process, provision):
     """Reading a little at a time for longer than the stall deadline, while
     the server's writes stay paused, is progress: the stream is not cut."""
-    firehose = Firehose(limit=24 * 1024 * 1024)
+    # Many events (more than the sockets' buffers take) of less text than
+    # the output cap, so that it completes.
+    firehose = Firehose(limit=8 * 1024 * 1024, piece=32)
     try:
         tenant = provision("acme", firehose.url)
         sock = non_reader(web_process.port)
