@@ -11,7 +11,8 @@ from typing import Any
 
 import orjson
 
-from responses_api.gateway.routes import PREFIXES, RESPONSES
+from responses_api.gateway.call import RESPONSES
+from responses_api.gateway.routes import PREFIXES
 from responses_api.models import Backend, ServedModel
 
 # The checks go through the route a client calls.

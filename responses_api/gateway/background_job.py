@@ -15,7 +15,7 @@ import orjson
 from asgiref.sync import sync_to_async
 
 from responses_api.access.auth import Caller
-from responses_api.gateway.call import Call
+from responses_api.gateway.call import RESPONSES, Call
 from responses_api.gateway.exchange import Client, Exchange, Timing
 from responses_api.store import events
 from responses_api.store.background import background_update
@@ -92,7 +92,7 @@ class Job:
         exchange = Fenced(
             holds=holds,
             request_id=self.request_id,
-            endpoint="/responses",
+            endpoint=RESPONSES,
             method="POST",
             client=self.client,
             timing=Timing(created_at=self.created_at),

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from responses_api.translate.request import ChatPlan
     from responses_api.translate.stream import StreamTranslator
 
+# The create-response route's path under the API's prefixes, for the route
+# table, WebSocket mode and a background run's row alike.
+RESPONSES = "/responses"
+
 
 @dataclass(slots=True)
 class Output:

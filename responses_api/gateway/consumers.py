@@ -21,10 +21,10 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import orjson
 from django.conf import settings
 
 from responses_api.access.auth import authenticate, cached_caller, key_from_headers
+from responses_api.backends.sse import EventWriter
 from responses_api.gateway import routes
 from responses_api.gateway.call import Call, Reply
 from responses_api.gateway.draining import drain, shutting_down
@@ -174,8 +174,10 @@ async def _salvage(call: Call, exc: Exception) -> None:
         if not responder.started:
             await responder.error(error)
         elif not responder.finished:
-            event = {"type": "error", **error.body()["error"]}
-            await responder.end_stream(b"event: error\ndata: %s\n\n" % orjson.dumps(event))
+            # Numbered after the stream's last event, by the stream's own writer.
+            output = call.output
+            writer = output.writer if output is not None and output.writer else EventWriter()
+            await responder.end_stream(writer.encode([{**error.body()["error"], "type": "error"}]))
     except Exception:
         log.exception("request %s: its response could not be ended", exchange.request_id)
     finally:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from responses_api.gateway.background import cancel, create, retrieve
-from responses_api.gateway.call import Handler
+from responses_api.gateway.call import RESPONSES, Handler
 from responses_api.gateway.compaction import compact_response, count_input_tokens
 from responses_api.gateway.conversations import CONVERSATION_OPERATIONS
 from responses_api.gateway.endpoints import (
@@ -135,9 +135,6 @@ WEBSOCKET_MODE: Mapping[str, Any] = {
     "clientFrames": {"response.create": {"$ref": "#/components/schemas/CreateResponse"}},
     "serverFrames": {"$ref": "#/components/schemas/StreamEvent"},
 }
-
-# The path of the create-response route: HTTP and WebSocket alike.
-RESPONSES = "/responses"
 
 ROUTES: tuple[Route, ...] = (
     Route(

@@ -37,14 +37,14 @@ import orjson
 from django.conf import settings
 
 from responses_api.access.auth import authenticate, cached_caller, key_from_headers
-from responses_api.gateway.call import Call
+from responses_api.gateway.call import RESPONSES, Call
 from responses_api.gateway.consumers import Receive, Send
 from responses_api.gateway.draining import drain, shutting_down
 from responses_api.gateway.ending import end_exchange, end_served
 from responses_api.gateway.exchange import Client, Exchange, new_request_id
 from responses_api.gateway.failures import failure, server_error, usage_backlog
 from responses_api.gateway.relay import MAX_DEPTH, create_response
-from responses_api.gateway.routes import RESPONSES, creates_responses
+from responses_api.gateway.routes import creates_responses
 from responses_api.gateway.websocket_caps import Place, take
 from responses_api.gateway.websocket_chain import LocalChain
 from responses_api.gateway.websocket_frames import (

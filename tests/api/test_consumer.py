@@ -311,6 +311,15 @@ def test_a_bug_in_the_ending_still_ends_the_request_with_its_row(tenant, rows, m
         assert client.status() == 200
         assert client.received.rstrip().splitlines()[-2] == b"event: error"
         assert b'"code":"server_error"' in client.received
+        # Numbered after the events before it, as every event of a stream is.
+        events = [
+            orjson.loads(line[len(b"data: ") :])
+            for line in bytes(client.received).splitlines()
+            if line.startswith(b"data: {")
+        ]
+        numbers = [event["sequence_number"] for event in events]
+        assert numbers == list(range(len(numbers))) and len(numbers) > 1
+        assert events[-1]["type"] == "error"  # OpenAI's error event
     else:
         assert client.status() == 500
         assert client.error()["code"] == "server_error"
