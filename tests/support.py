@@ -99,6 +99,7 @@ def healthz_watch(
 
         watcher = threading.Thread(target=watch, name="healthz-watch", daemon=True)
         watcher.start()
+        started = time.perf_counter()
         try:
             yield took
         except BaseException as error:
@@ -106,12 +107,19 @@ def healthz_watch(
             error.add_note(f"/healthz meanwhile: {so_far} {failures[:5]}")
             raise
         finally:
+            lasted = time.perf_counter() - started
             stop.set()
             watcher.join(PROBE_TIMEOUT + 5)
         for _ in range(after):
             took["after"].append(_probe(client, failures))
             time.sleep(interval)
-    report = "; ".join([_figures("during", took["during"]), _figures("after", took["after"])])
+    report = "; ".join(
+        [
+            f"the block lasted {lasted * 1000:.0f} ms",
+            _figures("during", took["during"]),
+            _figures("after", took["after"]),
+        ]
+    )
     print(f"/healthz {report}")  # shown with ``-rP``: the figures of a passing test
     assert not failures, f"/healthz did not answer 200 every time ({report}): {failures[:5]}"
     assert not watcher.is_alive(), f"a /healthz probe never returned ({report})"
