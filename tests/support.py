@@ -1,13 +1,26 @@
 """Helpers for tests that wait on something outside the test: poll a
-condition against a deadline rather than sleep for a guessed time."""
+condition against a deadline rather than sleep for a guessed time; watch
+a server's ``/healthz`` while a test does something hostile to it."""
 
 from __future__ import annotations
 
+import contextlib
+import math
+import statistics
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+import httpx
+
 T = TypeVar("T")
+
+# A probe that does not answer within this counts as never answered.
+PROBE_TIMEOUT = 2.0
+# The bound on ``/healthz``'s answer, checked on the median of the probes:
+# the machine running the tests may be shared and slow down one probe.
+HEALTHZ_MEDIAN = 0.1
 
 
 class WaitTimeout(AssertionError):
@@ -35,3 +48,82 @@ def wait_until(
             text = message() if callable(message) else message
             raise WaitTimeout(f"{text} within {timeout} s")
         time.sleep(interval)
+
+
+def _probe(client: httpx.Client, failures: list[str]) -> float:
+    """How long one ``/healthz`` took to answer 200, in seconds; infinite
+    (and the reason noted in ``failures``) when it did not."""
+    started = time.perf_counter()
+    try:
+        answer = client.get("/healthz")
+    except httpx.HTTPError as error:
+        failures.append(f"{type(error).__name__}: {error}")
+        return math.inf
+    took = time.perf_counter() - started
+    if answer.status_code != 200 or took >= PROBE_TIMEOUT:
+        failures.append(f"status {answer.status_code} after {took * 1000:.0f} ms")
+        return math.inf
+    return took
+
+
+def _figures(name: str, took: list[float]) -> str:
+    if not took:
+        return f"{name}: no probe"
+    return (
+        f"{name}: {len(took)} probes, median {statistics.median(took) * 1000:.1f} ms,"
+        f" max {max(took) * 1000:.1f} ms"
+    )
+
+
+@contextlib.contextmanager
+def healthz_watch(
+    base_url: str, *, interval: float = 0.05, after: int = 10
+) -> Iterator[dict[str, list[float]]]:
+    """Probe ``base_url``'s ``/healthz`` from a thread, on a connection of
+    its own, every ``interval`` seconds while the block runs (once at least),
+    then ``after`` times more once it is done; then assert that every probe
+    answered 200 within ``PROBE_TIMEOUT`` and that the median of each part
+    is under ``HEALTHZ_MEDIAN``. Yields the latencies in seconds (``during``
+    and ``after``), filled as they are taken. A block that raises is left
+    to raise, with the probes' figures so far as a note."""
+    took: dict[str, list[float]] = {"during": [], "after": []}
+    failures: list[str] = []
+    stop = threading.Event()
+    with httpx.Client(base_url=base_url, timeout=PROBE_TIMEOUT) as client:
+
+        def watch() -> None:
+            while True:
+                took["during"].append(_probe(client, failures))
+                if stop.wait(interval):
+                    return
+
+        watcher = threading.Thread(target=watch, name="healthz-watch", daemon=True)
+        watcher.start()
+        started = time.perf_counter()
+        try:
+            yield took
+        except BaseException as error:
+            so_far = _figures("during", took["during"])
+            error.add_note(f"/healthz meanwhile: {so_far} {failures[:5]}")
+            raise
+        finally:
+            lasted = time.perf_counter() - started
+            stop.set()
+            watcher.join(PROBE_TIMEOUT + 5)
+        for _ in range(after):
+            took["after"].append(_probe(client, failures))
+            time.sleep(interval)
+    report = "; ".join(
+        [
+            f"the block lasted {lasted * 1000:.0f} ms",
+            _figures("during", took["during"]),
+            _figures("after", took["after"]),
+        ]
+    )
+    print(f"/healthz {report}")  # shown with ``-rP``: the figures of a passing test
+    assert not failures, f"/healthz did not answer 200 every time ({report}): {failures[:5]}"
+    assert not watcher.is_alive(), f"a /healthz probe never returned ({report})"
+    for part in ("during", "after"):
+        if took[part]:
+            median = statistics.median(took[part])
+            assert median < HEALTHZ_MEDIAN, f"/healthz's median {part} is too slow: {report}"

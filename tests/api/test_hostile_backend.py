@@ -20,6 +20,7 @@ from openai import APIStatusError, OpenAI
 
 from tests.conftest import usage_rows, wait_for
 from tests.hostile import MALFORMED, HostileBackend
+from tests.support import healthz_watch
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -150,12 +151,13 @@ def test_an_error_inside_the_stream_is_not_echoed(client, acme, stream):
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_impossible_usage_is_corrected_before_it_is_billed(client, acme, stream):
+def test_impossible_usage_is_corrected_before_it_is_billed(api_server, client, acme, stream):
     """A backend claiming 10⁸ cached tokens of a 10-token prompt, 50
     reasoning tokens of 4 output tokens and a total of its own is billed
     for what is possible: cached within the input, reasoning within the
     output, the total their sum. The row notes the correction, and the
-    organisation's budget is charged the corrected cost only."""
+    organisation's budget is charged the corrected cost only. The process's
+    ``/healthz`` answers meanwhile, and after."""
     from decimal import Decimal
 
     from accounts.audit import CLI
@@ -179,11 +181,14 @@ def test_impossible_usage_is_corrected_before_it_is_billed(client, acme, stream)
         organisation=acme.organisation, actor=CLI, data={"monthly_budget": Decimal("2.00")}
     )
     forget_counters(acme.organisation)
-    if stream:
-        with client.responses.stream(model="sim-model", input="hostile:usage-impossible") as events:
-            answer = list(events)[-1].response
-    else:
-        answer = client.responses.create(model="sim-model", input="hostile:usage-impossible")
+    with healthz_watch(api_server.url, interval=0.01):
+        if stream:
+            with client.responses.stream(
+                model="sim-model", input="hostile:usage-impossible"
+            ) as events:
+                answer = list(events)[-1].response
+        else:
+            answer = client.responses.create(model="sim-model", input="hostile:usage-impossible")
     assert answer.status == "completed" and answer.output_text == "Hello world"
     usage = answer.usage
     assert (usage.input_tokens, usage.input_tokens_details.cached_tokens) == (10, 10)
@@ -212,12 +217,16 @@ def test_impossible_usage_is_corrected_before_it_is_billed(client, acme, stream)
     assert [r.notices for r in later][1] == []
 
 
-def test_impossible_usage_is_corrected_on_a_websocket_turn(client, acme):
+def test_impossible_usage_is_corrected_on_a_websocket_turn(api_server, client, acme):
     """A WebSocket turn takes the same way: the turn's usage, its row and
-    the notice are the corrected figures."""
+    the notice are the corrected figures, and ``/healthz`` answers
+    meanwhile, and after."""
     from tests.api.test_websocket import BETA, until_done
 
-    with client.responses.connect(extra_headers=BETA) as connection:
+    with (
+        healthz_watch(api_server.url, interval=0.01),
+        client.responses.connect(extra_headers=BETA) as connection,
+    ):
         connection.response.create(model="sim-model", input="hostile:usage-impossible")
         last = until_done(connection)[-1]
     assert last.type == "response.completed", last

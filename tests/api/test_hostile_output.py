@@ -6,8 +6,8 @@ an answer only up to the request's output cap, then hangs up: a request
 ends ``incomplete`` (``max_output_tokens``), or failed when the backend's
 own count cannot hold what it sent; a compaction still completes, with a
 summary (and so a sealed token) no longer than the cap. The web process's
-peak memory stays within 64 MB of what it was before, and each request
-leaves one usage row.
+peak memory stays within 64 MB of what it was before, its ``/healthz``
+answers meanwhile and after, and each request leaves one usage row.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from openai import OpenAI
 from responses_api.translate.output_cap import output_cap
 from tests.conftest import usage_rows, wait_for
 from tests.hostile import FLOOD_BYTES, HostileBackend
+from tests.support import healthz_watch
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -104,15 +105,20 @@ def _bounded(peak: Peak, hostile: HostileBackend, floods: int = 1) -> None:
 
 def _ask(api_server, acme, body: dict, path: str = "/v1/responses") -> tuple[int, object]:
     """POST ``body``: the status and the decoded answer (a stream's events,
-    as a list), read up to ``READ_AT_MOST`` bytes."""
+    as a list), read up to ``READ_AT_MOST`` bytes, while ``/healthz`` is
+    watched: the process serves others while it reads the flood, and after."""
     read = bytearray()
-    with httpx.stream(
-        "POST",
-        api_server.url + path,
-        headers={"Authorization": f"Bearer {acme.key}"},
-        json=body,
-        timeout=60,
-    ) as answer:
+    with (
+        # Probed every 10 ms: a flood is cut within a tenth of a second.
+        healthz_watch(api_server.url, interval=0.01),
+        httpx.stream(
+            "POST",
+            api_server.url + path,
+            headers={"Authorization": f"Bearer {acme.key}"},
+            json=body,
+            timeout=60,
+        ) as answer,
+    ):
         for data in answer.iter_raw():
             read += data
             if len(read) > READ_AT_MOST:

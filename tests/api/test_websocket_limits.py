@@ -1,6 +1,7 @@
 """The bounds of WebSocket mode (README, "WebSocket mode" and "Limits"): a
 frame over the size cap, and the sockets one key and one organisation may
-hold open. A live daphne serves them, the ``websockets`` client connects."""
+hold open. A live daphne serves them, the ``websockets`` client connects;
+its ``/healthz`` answers while each is refused, and after."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from websockets.sync.client import connect as ws_connect
 
 from tests.api.test_websocket import frames_until_done, ws_url
 from tests.conftest import server_env, start_daphne, usage_rows, wait_for, wait_rows
+from tests.support import healthz_watch
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -69,7 +71,10 @@ def test_a_frame_over_the_cap_gets_its_error_frame_and_the_close(small_frames, a
     # Uncompressed, the client is still sending it when the server refuses
     # it; compressed, it is a few KiB on the wire: the cap is on its decoded size.
     frame = json.dumps({"type": "response.create", "model": "sim-model", "input": "a" * 32 * CAP})
-    with connect(small_frames, acme.key, compression=compression) as socket:
+    with (
+        healthz_watch(small_frames.url, interval=0.01),  # refused within a tenth of a second
+        connect(small_frames, acme.key, compression=compression) as socket,
+    ):
         socket.send(PREWARM)
         assert frames_until_done(socket)[-1]["type"] == "response.completed"
         socket.send(frame)
@@ -97,7 +102,7 @@ def test_a_frame_under_the_cap_is_answered(small_frames, acme):
 
 def test_too_many_frames_leave_a_429_row_and_cut_the_response_under_way(api_server, acme):
     slow = SLOW
-    with connect(api_server, acme.key) as socket:
+    with healthz_watch(api_server.url, interval=0.01), connect(api_server, acme.key) as socket:
         socket.send(json.dumps(slow))
         assert json.loads(socket.recv(timeout=30))["type"] == "response.created"
         for _ in range(17):  # 16 may wait behind the response under way
@@ -134,42 +139,43 @@ def test_sockets_are_bounded_per_key_and_organisation_and_freed_on_close(
     first = provision("acme", simulator.url)
     second = provision("acme", simulator.url)
     other = provision("globex", simulator.url)
-    a1, a2 = opened(few_sockets, first.key), opened(few_sockets, first.key)
-    with connect(few_sockets, first.key) as socket:
-        error, code = refusal(socket)
-    assert error["status"] == 429 and error["error"]["code"] == "websocket_limit_reached"
-    assert "SWITCHYARD_WEBSOCKETS_PER_KEY" in error["error"]["message"]
-    assert "2" in error["error"]["message"] and error["headers"]["x-request-id"]
-    assert code == 4429
-    b1 = opened(few_sockets, second.key)
-    with connect(few_sockets, second.key) as socket:
-        error, code = refusal(socket)
-    assert error["error"]["code"] == "websocket_limit_reached" and code == 4429
-    assert "SWITCHYARD_WEBSOCKETS_PER_ORGANISATION" in error["error"]["message"]
-    # Another organisation is not held to acme's count.
-    opened(few_sockets, other.key).close()
-    rows = wait_rows(5, organisation=first.organisation)
-    assert (
-        sorted((r.status, r.error_code) for r in rows)
-        == [(200, "")] * 3 + [(429, "websocket_limit_reached")] * 2
-    )
-    # A socket closed by its client frees its place; one closed by the
-    # server (a refused frame) too.
-    a1.close()
-    wait_for(lambda: _opens(few_sockets, first.key), timeout=10).close()
-    a2.send("x" * 10)  # not JSON: an error frame, the socket stays
-    json.loads(a2.recv(timeout=30))
-    for _ in range(20):
-        with contextlib.suppress(ConnectionClosed):
-            a2.send(json.dumps(SLOW))
-    with pytest.raises(ConnectionClosed):
-        while True:
-            a2.recv(timeout=30)
-    b1.close()
-    sockets = [wait_for(lambda: _opens(few_sockets, first.key), timeout=10) for _ in range(2)]
-    third = opened(few_sockets, second.key)
-    for socket in [*sockets, third]:
-        socket.close()
+    with healthz_watch(few_sockets.url):
+        a1, a2 = opened(few_sockets, first.key), opened(few_sockets, first.key)
+        with connect(few_sockets, first.key) as socket:
+            error, code = refusal(socket)
+        assert error["status"] == 429 and error["error"]["code"] == "websocket_limit_reached"
+        assert "SWITCHYARD_WEBSOCKETS_PER_KEY" in error["error"]["message"]
+        assert "2" in error["error"]["message"] and error["headers"]["x-request-id"]
+        assert code == 4429
+        b1 = opened(few_sockets, second.key)
+        with connect(few_sockets, second.key) as socket:
+            error, code = refusal(socket)
+        assert error["error"]["code"] == "websocket_limit_reached" and code == 4429
+        assert "SWITCHYARD_WEBSOCKETS_PER_ORGANISATION" in error["error"]["message"]
+        # Another organisation is not held to acme's count.
+        opened(few_sockets, other.key).close()
+        rows = wait_rows(5, organisation=first.organisation)
+        assert (
+            sorted((r.status, r.error_code) for r in rows)
+            == [(200, "")] * 3 + [(429, "websocket_limit_reached")] * 2
+        )
+        # A socket closed by its client frees its place; one closed by the
+        # server (a refused frame) too.
+        a1.close()
+        wait_for(lambda: _opens(few_sockets, first.key), timeout=10).close()
+        a2.send("x" * 10)  # not JSON: an error frame, the socket stays
+        json.loads(a2.recv(timeout=30))
+        for _ in range(20):
+            with contextlib.suppress(ConnectionClosed):
+                a2.send(json.dumps(SLOW))
+        with pytest.raises(ConnectionClosed):
+            while True:
+                a2.recv(timeout=30)
+        b1.close()
+        sockets = [wait_for(lambda: _opens(few_sockets, first.key), timeout=10) for _ in range(2)]
+        third = opened(few_sockets, second.key)
+        for socket in [*sockets, third]:
+            socket.close()
 
 
 def _opens(server, key: str):
@@ -192,16 +198,17 @@ def test_sockets_are_counted_across_processes_and_a_dead_process_frees_them(prov
     one, two = start_daphne(env), start_daphne(env)
     try:
         acme = provision("acme", simulator.url)
-        held = opened(one, acme.key)
-        with connect(two, acme.key) as socket:
-            error, code = refusal(socket)
-        assert error["error"]["code"] == "websocket_limit_reached" and code == 4429
-        # The process holding the place dies without closing anything: its
-        # lease is renewed no more and expires.
-        one.process.send_signal(signal.SIGKILL)
-        one.process.wait()
-        held.close_socket()
-        wait_for(lambda: _opens(two, acme.key), timeout=60).close()
+        with healthz_watch(two.url):
+            held = opened(one, acme.key)
+            with connect(two, acme.key) as socket:
+                error, code = refusal(socket)
+            assert error["error"]["code"] == "websocket_limit_reached" and code == 4429
+            # The process holding the place dies without closing anything: its
+            # lease is renewed no more and expires.
+            one.process.send_signal(signal.SIGKILL)
+            one.process.wait()
+            held.close_socket()
+            wait_for(lambda: _opens(two, acme.key), timeout=60).close()
     finally:
         one.stop()
         two.stop()
