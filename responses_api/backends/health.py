@@ -99,40 +99,35 @@ async def probe_async(
     if not isinstance(data, dict) or not isinstance(data.get("data", []), list):
         return Probe(False, latency, [], "", "the backend's /models answer is not a model list")
     models = [str(m["id"]) for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
-    if dialect == "llamacpp":
-        version = await _llamacpp_version(base_url, api_key, within, policy) or version
-    elif dialect == "vllm":
-        version = await _vllm_version(base_url, api_key, within, policy) or version
+    version = await _server_version(dialect, base_url, api_key, within, policy) or version
     return Probe(True, latency, models, version[:200], "")
 
 
-async def _llamacpp_version(
-    base_url: str, api_key: str, within: float, policy: AddressPolicy | None
-) -> str:
-    # llama-server answers /v1/models with only `server: llama.cpp`; its build
-    # ("b1-0c1e570", also the chat `system_fingerprint`) is `build_info` in
-    # /props, which lives beside /v1, not under it.
-    root = base_url.rstrip("/").removesuffix("/v1")
-    try:
-        status, data, _ = await get(root, "/props", api_key=api_key, within=within, policy=policy)
-    except BackendError:
-        return ""
-    build = data.get("build_info") if status == 200 and isinstance(data, dict) else None
-    return f"llama.cpp {build}" if isinstance(build, str) and build else ""
+# Where a server says its version, beside /v1 rather than under it: the
+# page, the field and the name to give it. llama-server answers /v1/models
+# with only `server: llama.cpp`; its build ("b1-0c1e570", also the chat
+# `system_fingerprint`) is `build_info` in /props. vLLM's /v1/models names
+# no version and its `server` header is "uvicorn"; /version answers
+# {"version": "0.32.0"}.
+_VERSION_PAGES = {
+    "llamacpp": ("/props", "build_info", "llama.cpp"),
+    "vllm": ("/version", "version", "vLLM"),
+}
 
 
-async def _vllm_version(
-    base_url: str, api_key: str, within: float, policy: AddressPolicy | None
+async def _server_version(
+    dialect: str, base_url: str, api_key: str, within: float, policy: AddressPolicy | None
 ) -> str:
-    # vLLM's /v1/models names no version and its `server` header is
-    # "uvicorn"; `GET /version` beside /v1 answers {"version": "0.32.0"}.
+    if dialect not in _VERSION_PAGES:
+        return ""
+    page, field, name = _VERSION_PAGES[dialect]
     root = base_url.rstrip("/").removesuffix("/v1")
     try:
-        status, data, _ = await get(root, "/version", api_key=api_key, within=within, policy=policy)
+        status, data, _ = await get(root, page, api_key=api_key, within=within, policy=policy)
     except BackendError:
         return ""
-    found = data.get("version") if status == 200 and isinstance(data, dict) else None
-    return f"vLLM {found}" if isinstance(found, str) and found else ""
+    found = data.get(field) if status == 200 and isinstance(data, dict) else None
+    return f"{name} {found}" if isinstance(found, str) and found else ""
 
 
 def backend_check(*, backend: Backend) -> Probe:
