@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 from openai import OpenAI
 
 from tests.conftest import ROOT, Proc, _log_path, free_port
-from tests.support import WaitTimeout, wait_until
+from tests.real_servers import cached, missing, shared_model, wait_healthy
+from tests.support import WaitTimeout
 
 LLAMA_VERSION = "0.3.36"  # keep in step with scripts/build-llama-server.sh
 MODEL_FILE = "stories260K.gguf"
@@ -34,42 +34,18 @@ FIXTURES = ROOT / "tests" / "fixtures" / "llamacpp"
 FORCE_EOS = {"logit_bias": {"2": 100}}
 
 
-def _binary() -> Path:
-    if os.environ.get("LLAMA_SERVER"):
-        return Path(os.environ["LLAMA_SERVER"])
-    cache = os.environ.get("SWITCHYARD_CACHE_DIR") or str(Path.home() / ".cache" / "switchyard")
-    return Path(cache) / f"llama-server-{LLAMA_VERSION}" / "bin" / "llama-server"
-
-
-def _model() -> Path:
-    if os.environ.get("SWITCHYARD_TEST_MODEL"):
-        return Path(os.environ["SWITCHYARD_TEST_MODEL"])
-    # CI clones next to `shared/`; a git worktree may sit one level deeper.
-    for parent in ROOT.parents:
-        candidate = parent / "shared" / "models" / MODEL_FILE
-        if candidate.exists():
-            return candidate
-    return ROOT.parent / "shared" / "models" / MODEL_FILE
-
-
-def _missing(what: str, path: Path, hint: str) -> None:
-    message = f"{what} not found at {path}: {hint}"
-    if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="session")
 def llama_paths() -> tuple[Path, Path]:
-    binary, model = _binary(), _model()
+    binary = cached("LLAMA_SERVER", f"llama-server-{LLAMA_VERSION}", "bin", "llama-server")
+    model = shared_model("SWITCHYARD_TEST_MODEL", MODEL_FILE, Path.exists)
     if not (binary.is_file() and os.access(binary, os.X_OK)):
-        _missing(
+        missing(
             "llama-server",
             binary,
             "run `bash scripts/build-llama-server.sh` (it prints the path for $LLAMA_SERVER)",
         )
     if not model.is_file():
-        _missing("the test model", model, "set SWITCHYARD_TEST_MODEL to stories260K.gguf")
+        missing("the test model", model, "set SWITCHYARD_TEST_MODEL to stories260K.gguf")
     return binary, model
 
 
@@ -102,19 +78,8 @@ def start_llama_server(paths: tuple[Path, Path], *args: str) -> LlamaServer:
     root = f"http://127.0.0.1:{port}"
     server = LlamaServer(process, root + "/v1", port, log, root=root)
 
-    # /health answers 503 while the model loads, 200 once requests are served.
-    def healthy() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"llama-server exited with {process.returncode}:\n{server.output()}")
-        try:
-            return httpx.get(root + "/health", timeout=1.0).status_code == 200
-        except httpx.HTTPError:
-            return False
-
     try:
-        wait_until(
-            healthy, timeout=30, message=lambda: f"llama-server did not come up ({server.output()})"
-        )
+        wait_healthy(process, root, name="llama-server", output=server.output, timeout=30)
     except WaitTimeout:
         server.stop()
         raise

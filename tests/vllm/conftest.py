@@ -19,44 +19,19 @@ import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
 from openai import OpenAI
 
-from tests.conftest import ROOT, Proc, _log_path, free_port
-from tests.support import WaitTimeout, wait_until
+from tests.conftest import Proc, _log_path, free_port
+from tests.real_servers import cached, missing, shared_model, wait_healthy
+from tests.support import WaitTimeout
 
 VLLM_VERSION = "0.32.0"  # keep in step with scripts/install-vllm.sh
 MODEL_DIR = "stories260K-hf"
 UPSTREAM_MODEL = "stories260K"
 START_TIMEOUT = 300
-
-
-def _python() -> Path:
-    if os.environ.get("VLLM_PYTHON"):
-        return Path(os.environ["VLLM_PYTHON"])
-    cache = os.environ.get("SWITCHYARD_CACHE_DIR") or str(Path.home() / ".cache" / "switchyard")
-    return Path(cache) / f"vllm-{VLLM_VERSION}" / "bin" / "python"
-
-
-def _model() -> Path:
-    if os.environ.get("SWITCHYARD_TEST_VLLM_MODEL"):
-        return Path(os.environ["SWITCHYARD_TEST_VLLM_MODEL"])
-    # CI clones next to `shared/`; a git worktree may sit one level deeper.
-    for parent in ROOT.parents:
-        candidate = parent / "shared" / "models" / MODEL_DIR
-        if (candidate / "config.json").exists():
-            return candidate
-    return ROOT.parent / "shared" / "models" / MODEL_DIR
-
-
-def _missing(what: str, path: Path, hint: str) -> None:
-    message = f"{what} not found at {path}: {hint}"
-    if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
 
 
 @dataclass
@@ -92,15 +67,18 @@ class VllmServer(Proc):
 def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
     """One vLLM for the run, with prefix caching, cached-token usage and
     hermes tool calls."""
-    python, model = _python(), _model()
+    python = cached("VLLM_PYTHON", f"vllm-{VLLM_VERSION}", "bin", "python")
+    model = shared_model(
+        "SWITCHYARD_TEST_VLLM_MODEL", MODEL_DIR, lambda path: (path / "config.json").exists()
+    )
     if not (python.is_file() and os.access(python, os.X_OK)):
-        _missing(
+        missing(
             "vLLM's python",
             python,
             "run `bash scripts/install-vllm.sh` (it prints the path for $VLLM_PYTHON)",
         )
     if not (model / "config.json").is_file():
-        _missing("the test model", model, f"set SWITCHYARD_TEST_VLLM_MODEL to {MODEL_DIR}")
+        missing("the test model", model, f"set SWITCHYARD_TEST_VLLM_MODEL to {MODEL_DIR}")
     port = free_port()
     log = _log_path("vllm")
     env = {
@@ -128,20 +106,9 @@ def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
     root = f"http://127.0.0.1:{port}"
     server = VllmServer(process, root + "/v1", port, log, root=root)
 
-    def healthy() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"vLLM exited with {process.returncode}:\n{server.output()}")
-        try:
-            return httpx.get(root + "/health", timeout=2.0).status_code == 200
-        except httpx.HTTPError:
-            return False
-
     try:
-        wait_until(
-            healthy,
-            timeout=START_TIMEOUT,
-            interval=1.0,
-            message=lambda: f"vLLM did not come up ({server.output()[-4000:]})",
+        wait_healthy(
+            process, root, name="vLLM", output=server.output, timeout=START_TIMEOUT, interval=1.0
         )
     except WaitTimeout:
         server.stop()
