@@ -17,6 +17,7 @@ from asgiref.sync import sync_to_async
 from responses_api.access.auth import Caller
 from responses_api.gateway.call import RESPONSES, Call
 from responses_api.gateway.exchange import Client, Exchange, Timing
+from responses_api.runtime import telemetry
 from responses_api.store import events
 from responses_api.store.background import background_update
 
@@ -45,6 +46,8 @@ def job_dump(call: Call, snapshot: dict[str, Any]) -> bytes:
             "pinned": pinned.decode("latin-1") if pinned else None,
             "body": call.body.decode(),
             "snapshot": snapshot,
+            # The request's span, the run's parent: W3C headers, empty untraced.
+            "trace": telemetry.carrier(),
         },
         default=str,
     )
@@ -59,6 +62,7 @@ class Job:
     pinned: str | None
     body: bytes
     snapshot: dict[str, Any]
+    trace: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, data: bytes) -> Job:
@@ -78,6 +82,7 @@ class Job:
             pinned=job["pinned"],
             body=job["body"].encode(),
             snapshot=job["snapshot"],
+            trace=job.get("trace") or {},
         )
 
     @property
