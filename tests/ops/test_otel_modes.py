@@ -7,13 +7,16 @@ OTLP collector started here."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
+import sys
 
 import httpx
 import pytest
 from websockets.sync.client import connect as ws_connect
 
-from tests.conftest import server_env, start_daphne, wait_for
+from tests.conftest import ROOT, Proc, _log_path, server_env, start_daphne, wait_for
 from tests.ops.otlp_collector import Collector, Span
 from tests.ops.test_otel import trace_context_sent, traceparent
 from tests.store.conftest import store_policy
@@ -126,6 +129,42 @@ def test_a_background_run_is_traced_under_the_post_that_queued_it(
     collector, server = traced_server
     store_policy(people["acme"])
     tenant = provision("acme", simulator.url)
+    check_background_trace(collector, server, tenant, simulator)
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs Redis (REDIS_URL)")
+def test_a_background_run_on_a_celery_worker_joins_the_posts_trace(people, provision, simulator):
+    store_policy(people["acme"])
+    tenant = provision("acme", simulator.url)
+    collector = Collector()
+    env = server_env(
+        SWITCHYARD_BACKGROUND_RUNNER="celery",
+        OTEL_EXPORTER_OTLP_ENDPOINT=collector.url,
+        OTEL_BSP_SCHEDULE_DELAY="100",
+    )
+    log = _log_path("celery-worker")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo"]
+        + ["--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        cwd=ROOT,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    worker = Proc(process, "", 0, log)
+    server = start_daphne(env)
+    try:
+        wait_for(lambda: " ready." in worker.output(), timeout=60)
+        check_background_trace(collector, server, tenant, simulator)
+    finally:
+        server.stop()
+        worker.stop()
+        collector.stop()
+
+
+def check_background_trace(collector: Collector, server: Proc, tenant, simulator) -> None:
+    """A background response's POST and run: the run's span is the POST's
+    child, in its trace, with the request's attributes and child spans."""
     header, trace_id, parent_id = traceparent()
     marker = f"bg-{secrets.token_hex(4)}"
     created = httpx.post(
