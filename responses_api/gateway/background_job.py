@@ -37,20 +37,19 @@ def job_dump(call: Call, snapshot: dict[str, Any]) -> bytes:
     fields = {name: getattr(caller, name) for name in Caller.__dataclass_fields__}
     fields["allowed_models"] = sorted(caller.allowed_models)
     pinned = call.headers.get(b"x-backend-id")
-    return orjson.dumps(
-        {
-            "caller": fields,
-            "request_id": exchange.request_id,
-            "created_at": exchange.timing.created_at,
-            "client": list(exchange.client),
-            "pinned": pinned.decode("latin-1") if pinned else None,
-            "body": call.body.decode(),
-            "snapshot": snapshot,
-            # The request's span, the run's parent: W3C headers, empty untraced.
-            "trace": telemetry.carrier(),
-        },
-        default=str,
-    )
+    job: dict[str, Any] = {
+        "caller": fields,
+        "request_id": exchange.request_id,
+        "created_at": exchange.timing.created_at,
+        "client": list(exchange.client),
+        "pinned": pinned.decode("latin-1") if pinned else None,
+        "body": call.body.decode(),
+        "snapshot": snapshot,
+    }
+    # The request's span, the run's parent (W3C headers); none untraced.
+    if trace := telemetry.carrier():
+        job["trace"] = trace
+    return orjson.dumps(job, default=str)
 
 
 @dataclass(slots=True)

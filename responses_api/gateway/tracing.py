@@ -5,8 +5,11 @@ The request span follows the OpenTelemetry GenAI semantic conventions
 (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/): the
 Responses API is a ``chat`` operation, so a ``POST /v1/responses`` span is
 named ``chat {model}``; any other request, by the HTTP conventions, its
-method. Nothing a client wrote (prompt, answer) and no secret goes on a
-span: ids, the model, token counts, timings and the outcome.
+method. A WebSocket turn is such a request (a SERVER span under the
+upgrade request's trace context); a background run, the work its create
+request queued (a CONSUMER span under that request's span, whose context
+the job keeps). Nothing a client wrote (prompt, answer) and no secret goes
+on a span: ids, the model, token counts, timings and the outcome.
 """
 
 from __future__ import annotations
