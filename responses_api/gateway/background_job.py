@@ -17,6 +17,7 @@ from asgiref.sync import sync_to_async
 from responses_api.access.auth import Caller
 from responses_api.gateway.call import RESPONSES, Call
 from responses_api.gateway.exchange import Client, Exchange, Timing
+from responses_api.runtime import telemetry
 from responses_api.store import events
 from responses_api.store.background import background_update
 
@@ -36,18 +37,19 @@ def job_dump(call: Call, snapshot: dict[str, Any]) -> bytes:
     fields = {name: getattr(caller, name) for name in Caller.__dataclass_fields__}
     fields["allowed_models"] = sorted(caller.allowed_models)
     pinned = call.headers.get(b"x-backend-id")
-    return orjson.dumps(
-        {
-            "caller": fields,
-            "request_id": exchange.request_id,
-            "created_at": exchange.timing.created_at,
-            "client": list(exchange.client),
-            "pinned": pinned.decode("latin-1") if pinned else None,
-            "body": call.body.decode(),
-            "snapshot": snapshot,
-        },
-        default=str,
-    )
+    job: dict[str, Any] = {
+        "caller": fields,
+        "request_id": exchange.request_id,
+        "created_at": exchange.timing.created_at,
+        "client": list(exchange.client),
+        "pinned": pinned.decode("latin-1") if pinned else None,
+        "body": call.body.decode(),
+        "snapshot": snapshot,
+    }
+    # The request's span, the run's parent (W3C headers); none untraced.
+    if trace := telemetry.carrier():
+        job["trace"] = trace
+    return orjson.dumps(job, default=str)
 
 
 @dataclass(slots=True)
@@ -59,6 +61,7 @@ class Job:
     pinned: str | None
     body: bytes
     snapshot: dict[str, Any]
+    trace: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, data: bytes) -> Job:
@@ -78,6 +81,7 @@ class Job:
             pinned=job["pinned"],
             body=job["body"].encode(),
             snapshot=job["snapshot"],
+            trace=job.get("trace") or {},
         )
 
     @property

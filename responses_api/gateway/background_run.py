@@ -41,7 +41,9 @@ from responses_api.gateway.draining import drain, shutting_down
 from responses_api.gateway.ending import end_exchange
 from responses_api.gateway.relay import create_response, parse_request
 from responses_api.gateway.responder import Responder
+from responses_api.gateway.tracing import run_begin, trace_finish
 from responses_api.protocol.errors import ApiError
+from responses_api.runtime import telemetry
 from responses_api.store import events, leases
 from responses_api.store.background import FENCE, background_job, background_update
 
@@ -80,6 +82,7 @@ async def run(organisation_id: int, response_id: str, stop: threading.Event | No
         headers[b"x-backend-id"] = job.pinned.encode("latin-1")
     call = Call(exchange, Responder(sink.send, exchange), headers, body=job.body)
     FENCE.set(fence)  # the stored response's final write, deep in the ending
+    run_begin(exchange, job.trace)  # before the work's task, which inherits it
     work = asyncio.ensure_future(_work(call, response_id))
     cancelled = lost = False
     renewed = time.monotonic()
@@ -107,6 +110,7 @@ async def run(organisation_id: int, response_id: str, stop: threading.Event | No
             await _ended(call, sink, job, cancelled=cancelled or work.cancelled())
     finally:
         await exchange.drop_hold()
+        trace_finish(call)
         if not (lost or sink.lost):
             await leases.lease_drop(organisation_id, response_id)
 
@@ -326,7 +330,9 @@ drain.workers.append(local_worker)  # SIGTERM drains it with the exchanges
 
 def run_to_end(organisation_id: int, response_id: str) -> None:
     """A Celery worker's run, in an event loop of its own that closes
-    what it opened."""
+    what it opened; traced as the web processes are (set up at its first run,
+    in the process that runs it)."""
+    telemetry.install()
     _run_closing(run(organisation_id, response_id))
 
 

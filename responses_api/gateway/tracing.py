@@ -5,14 +5,18 @@ The request span follows the OpenTelemetry GenAI semantic conventions
 (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/): the
 Responses API is a ``chat`` operation, so a ``POST /v1/responses`` span is
 named ``chat {model}``; any other request, by the HTTP conventions, its
-method. Nothing a client wrote (prompt, answer) and no secret goes on a
-span: ids, the model, token counts, timings and the outcome.
+method. A WebSocket turn is such a request (a SERVER span under the
+upgrade request's trace context); a background run, the work its create
+request queued (a CONSUMER span under that request's span, whose context
+the job keeps). Nothing a client wrote (prompt, answer) and no secret goes
+on a span: ids, the model, token counts, timings and the outcome.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from responses_api.gateway.call import Call, Output
@@ -27,22 +31,53 @@ log = logging.getLogger("switchyard.telemetry")
 PROVIDER = "switchyard"
 
 
-def trace_begin(exchange: Exchange, headers: dict[bytes, bytes]) -> None:
+def trace_begin(exchange: Exchange, headers: Mapping[bytes, bytes]) -> None:
     """The request is authenticated: its span starts (back-dated to its
     first byte), a child of the client's ``traceparent`` if any."""
+    attributes = _identity(exchange)
+    attributes["http.request.method"] = exchange.method
+    attributes["url.path"] = exchange.endpoint[:200]
+    telemetry.begin(headers, exchange.timing, attributes)
+
+
+def turn_begin(exchange: Exchange, headers: Mapping[bytes, bytes]) -> None:
+    """A WebSocket turn is admitted: its span starts, a SERVER span as an
+    HTTP request's, a child of the upgrade request's ``traceparent`` if any.
+    No ``http.request.method``: the turn is a frame, not an HTTP request."""
+    if telemetry.tracer is None:
+        return
+    attributes = _identity(exchange)
+    attributes["url.path"] = exchange.endpoint[:200]
+    attributes["switchyard.transport"] = "websocket"
+    telemetry.begin(headers, exchange.timing, attributes)
+
+
+def run_begin(exchange: Exchange, context: Mapping[str, str]) -> None:
+    """A background run starts in its worker: a CONSUMER span (it takes
+    work a request queued), a child of the create request's span, whose
+    trace context the job kept (``telemetry.carrier``)."""
+    if telemetry.tracer is None:
+        return
+    attributes = _identity(exchange)
+    attributes["switchyard.transport"] = "background"
+    headers = {k.encode("latin-1"): v.encode("latin-1") for k, v in context.items()}
+    telemetry.begin(headers, telemetry.RunTiming(exchange.timing), attributes, kind="CONSUMER")
+
+
+def trace_finish(call: Call) -> None:
+    """A turn or run has ended: its span too, if it has one."""
+    if telemetry.tracer is not None and (trace := telemetry.current.get()) is not None:
+        trace_end(call, trace)
+
+
+def _identity(exchange: Exchange) -> dict[str, Any]:
     caller = exchange.caller
     assert caller is not None
-    telemetry.begin(
-        headers,
-        exchange.timing,
-        {
-            "switchyard.request_id": exchange.request_id,
-            "switchyard.organisation_id": str(caller.organisation_id),
-            "switchyard.api_key_id": str(caller.key_id),
-            "http.request.method": exchange.method,
-            "url.path": exchange.endpoint[:200],
-        },
-    )
+    return {
+        "switchyard.request_id": exchange.request_id,
+        "switchyard.organisation_id": str(caller.organisation_id),
+        "switchyard.api_key_id": str(caller.key_id),
+    }
 
 
 def trace_end(call: Call, trace: telemetry.RequestTrace) -> None:
@@ -85,9 +120,9 @@ def _record(call: Call, trace: telemetry.RequestTrace) -> None:
         token = telemetry.tracer.start_span(
             "first token",
             context=last.context,
-            start_time=telemetry.epoch_ns(exchange.timing, last.started),
+            start_time=telemetry.epoch_ns(trace.timing, last.started),
         )
-        token.end(telemetry.epoch_ns(exchange.timing, max(first, last.started)))
+        token.end(telemetry.epoch_ns(trace.timing, max(first, last.started)))
 
 
 def _outcome(exchange: Exchange) -> dict[str, Any]:

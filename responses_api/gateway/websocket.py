@@ -42,9 +42,10 @@ from responses_api.gateway.consumers import Receive, Send
 from responses_api.gateway.draining import drain, shutting_down
 from responses_api.gateway.ending import end_exchange, end_served
 from responses_api.gateway.exchange import Client, Exchange, new_request_id
-from responses_api.gateway.failures import failure, server_error, usage_backlog
+from responses_api.gateway.failures import failure, usage_backlog
 from responses_api.gateway.relay import MAX_DEPTH, create_response
 from responses_api.gateway.routes import creates_responses
+from responses_api.gateway.tracing import trace_finish, turn_begin
 from responses_api.gateway.websocket_caps import Place, take
 from responses_api.gateway.websocket_chain import LocalChain
 from responses_api.gateway.websocket_frames import (
@@ -58,6 +59,7 @@ from responses_api.gateway.websocket_frames import (
     header_map,
     limit_reached,
     not_found,
+    salvage,
     too_many_frames,
 )
 from responses_api.protocol.errors import ApiError, body_too_large, invalid, too_deep
@@ -362,10 +364,11 @@ class Connection:
         assert task is not None
         drain.track(task, exchange)
         self.call = call
+        turn_begin(exchange, self.headers)
         try:
             await self._answer(call, frame)
         except Exception as exc:  # a bug: the turn still ends, with its row
-            await _salvage(call, exc)
+            await salvage(call, exc)
         finally:
             writer = call.output.writer if call.output is not None else None
             last = writer.last if isinstance(writer, FrameWriter) else None
@@ -373,6 +376,7 @@ class Connection:
             self.call = None
             await exchange.give_back_held()
             await exchange.drop_hold()
+            trace_finish(call)
 
     async def _answer(self, call: Call, frame: Frame) -> None:
         if frame.error is not None:
@@ -380,20 +384,3 @@ class Connection:
             return
         call.body, call.generate = frame.body, frame.generate
         await end_served(call, create_response)
-
-
-async def _salvage(call: Call, exc: Exception) -> None:
-    """A turn whose own ending failed: the row is handed over if it was
-    not, and the client gets an error frame if its response did not end."""
-    exchange, responder = call.exchange, call.responder
-    log.error("request %s failed", exchange.request_id, exc_info=exc)
-    error = server_error()
-    try:
-        if not exchange.submitted:
-            if exchange.outcome.status != 499:
-                exchange.fail(error, cause=f"{type(exc).__name__}: {exc}")
-            await exchange.submit()
-        if not responder.finished:
-            await responder.error(error)
-    except Exception:
-        log.exception("request %s could not be ended", exchange.request_id)

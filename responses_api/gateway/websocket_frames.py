@@ -10,6 +10,7 @@ nothing else in the request path knows which transport it writes to.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,8 +18,12 @@ import orjson
 from django.conf import settings
 
 from responses_api.backends.sse import EventWriter
+from responses_api.gateway.call import Call
+from responses_api.gateway.failures import server_error
 from responses_api.gateway.responder import Responder, Send
 from responses_api.protocol.errors import ApiError
+
+log = logging.getLogger("switchyard.requests")
 
 # The key of the message by which the server's WebSocket protocol tells the
 # application that a frame was over the size cap (config/websocket_sizes.py);
@@ -164,3 +169,20 @@ def not_found(path: str) -> ApiError:
         f"Unknown WebSocket URL: {path[:200]}. WebSocket mode is served at /v1/responses.",
         code="unknown_url",
     )
+
+
+async def salvage(call: Call, exc: Exception) -> None:
+    """A turn whose own ending failed: the row is handed over if it was
+    not, and the client gets an error frame if its response did not end."""
+    exchange, responder = call.exchange, call.responder
+    log.error("request %s failed", exchange.request_id, exc_info=exc)
+    error = server_error()
+    try:
+        if not exchange.submitted:
+            if exchange.outcome.status != 499:
+                exchange.fail(error, cause=f"{type(exc).__name__}: {exc}")
+            await exchange.submit()
+        if not responder.finished:
+            await responder.error(error)
+    except Exception:
+        log.exception("request %s could not be ended", exchange.request_id)

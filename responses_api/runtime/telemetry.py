@@ -61,9 +61,29 @@ current: ContextVar[RequestTrace | None] = ContextVar("switchyard_trace", defaul
 class Timing(Protocol):
     """What a trace reads of the request's ``Exchange.timing``."""
 
-    started: float
-    created_at: float
-    queue_wait_ms: float | None
+    @property
+    def started(self) -> float: ...
+    @property
+    def created_at(self) -> float: ...
+    @property
+    def queue_wait_ms(self) -> float | None: ...
+
+
+class RunTiming:
+    """A background run's clocks for its spans. Its exchange keeps the
+    create request's ``created_at`` (the usage row's), but the run started
+    later, in a worker, when its ``timing.started`` was read."""
+
+    __slots__ = ("created_at", "started", "timing")
+
+    def __init__(self, timing: Timing) -> None:
+        self.timing = timing
+        self.started = timing.started
+        self.created_at = time.time() - (time.perf_counter() - timing.started)
+
+    @property
+    def queue_wait_ms(self) -> float | None:
+        return self.timing.queue_wait_ms
 
 
 def install() -> bool:
@@ -233,7 +253,9 @@ class RequestTrace:
         span.end(epoch_ns(timing, until))
 
 
-def begin(headers: Mapping[bytes, bytes], timing: Timing, attributes: dict[str, Any]) -> None:
+def begin(
+    headers: Mapping[bytes, bytes], timing: Timing, attributes: dict[str, Any], kind: str = "SERVER"
+) -> None:
     """Start the request's span, a child of the client's ``traceparent``
     when it sent a valid one, and make it the running task's trace."""
     if tracer is None:
@@ -242,11 +264,22 @@ def begin(headers: Mapping[bytes, bytes], timing: Timing, attributes: dict[str, 
     span = tracer.start_span(
         "request",
         context=parent,
-        kind=_kind("SERVER"),
+        kind=_kind(kind),
         attributes=attributes,
         start_time=epoch_ns(timing, timing.started),
     )
     current.set(RequestTrace(span, _with_span(span), timing))
+
+
+def carrier() -> dict[str, str]:
+    """The running request's trace context as W3C headers (``traceparent``,
+    ``tracestate``), for work it leaves to another process; empty untraced."""
+    trace = current.get() if tracer is not None else None
+    if trace is None:
+        return {}
+    headers: dict[str, str] = {}
+    _propagator().inject(headers, context=trace.context)
+    return headers
 
 
 def _with_span(span: Span) -> Context:
