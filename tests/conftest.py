@@ -147,7 +147,9 @@ def server_env(**extra: str) -> dict[str, str]:
 
 
 USAGE_STREAM = f"switchyard:usage:test:{uuid.uuid4().hex[:8]}"
-os.environ["SWITCHYARD_USAGE_STREAM"] = USAGE_STREAM
+# This process's settings were loaded already: they are told too, so that
+# rows it hands over go where the server processes drain.
+os.environ["SWITCHYARD_USAGE_STREAM"] = settings.SWITCHYARD_USAGE_STREAM = USAGE_STREAM
 
 
 def start_daphne(

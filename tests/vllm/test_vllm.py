@@ -197,9 +197,15 @@ def test_earlier_reasoning_reaches_the_template(vllm_server, vllm_tenant):
     assert input_tokens(turns) > without + 10
 
 
+# The story model ends a story after a few hundred tokens; without its end
+# of sequence, a request runs until its token limit (vLLM's own parameter,
+# through the backend's extra_body).
+LONG = {"ignore_eos": True}
+
+
 def test_closing_a_stream_aborts_the_request_in_vllm(vllm_server, vllm_tenant):
-    tenant = vllm_tenant()
-    assert vllm_server.running() == 0
+    tenant = vllm_tenant(extra_body=LONG)
+    wait_until(lambda: vllm_server.running() == 0, timeout=10, message="vLLM is busy")
     stream = tenant.client.responses.create(
         model="stories", input=PROMPT, temperature=0, max_output_tokens=1900, stream=True
     )
@@ -210,7 +216,7 @@ def test_closing_a_stream_aborts_the_request_in_vllm(vllm_server, vllm_tenant):
             if deltas == 3:
                 break
     # Still generating: 1,900 tokens take this model far longer than this.
-    assert vllm_server.running() == 1
+    wait_until(lambda: vllm_server.running() == 1, timeout=5, message="vLLM is not generating")
     stream.close()
     wait_until(lambda: vllm_server.running() == 0, timeout=5, message="vLLM kept generating")
     row = wait_rows(organisation=tenant.organisation, status=499)[0]
@@ -237,10 +243,10 @@ def test_health_and_model_check_read_the_servers_models_and_version(vllm_server,
         )
     )
     catalog.forget()
-    # The capabilities this model can pass: it follows no instruction.
-    check = run_check(
-        "acme", "stories", "vllm", timeout=60, only=("context_window", "cancellation")
-    )
-    assert {r["name"] for r in check.results} == {"context_window", "cancellation"}
+    # The capability this model can pass: it follows no instruction, and
+    # answers the check's cancellation faster than the check hangs up
+    # (the test above cancels for real).
+    check = run_check("acme", "stories", "vllm", timeout=60, only=("context_window",))
+    assert {r["name"] for r in check.results} == {"context_window"}
     assert check.passed, table(check)
     catalog.forget()
