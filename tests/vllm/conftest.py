@@ -40,16 +40,19 @@ class VllmServer(Proc):
 
     root: str = ""
 
-    def running(self) -> float:
-        """``vllm:num_requests_running`` from the server's /metrics."""
+    def metric(self, name: str) -> float:
+        """A series of the server's /metrics, summed over its labels."""
         text = httpx.get(self.root + "/metrics", timeout=5).text
         values = [
             float(line.rsplit(" ", 1)[1])
             for line in text.splitlines()
-            if line.startswith("vllm:num_requests_running")
+            if line.startswith((name + "{", name + " "))
         ]
-        assert values, "vllm:num_requests_running missing from /metrics"
+        assert values, f"{name} missing from /metrics"
         return sum(values)
+
+    def running(self) -> float:
+        return self.metric("vllm:num_requests_running")
 
     def stop(self) -> None:
         # The API server stops its engine process on SIGTERM; whatever is
