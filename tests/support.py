@@ -18,9 +18,12 @@ T = TypeVar("T")
 
 # A probe that does not answer within this counts as never answered.
 PROBE_TIMEOUT = 2.0
-# The bound on ``/healthz``'s answer, checked on the median of the probes:
-# the machine running the tests may be shared and slow down one probe.
-HEALTHZ_MEDIAN = 0.1
+# The bound on ``/healthz``'s answer, checked on the median of the probes.
+# A frozen loop answers in seconds or not at all; a loop that goes on
+# serving answers in milliseconds, but the suite runs three workers on two
+# cores in CI, where a short case's handful of probes has been seen at a
+# median of 110 ms while the same case alone stays under 10 ms.
+HEALTHZ_MEDIAN = 0.25
 # Probes at once while a hostile case runs, each on a connection of its own:
 # a case may last only tens of milliseconds, and one slow probe of two would
 # decide their median.
