@@ -1,7 +1,7 @@
 """The management API's routes, under ``/api/v1/admin/`` (``config/urls.py``).
 
 ``config/asgi.py`` sends this prefix to Django (the rest of ``/api/v1/`` is
-the inference API's own fast path, ``responses_api.gateway.routes``).
+the inference API's own fast path, ``responses_api.edge.routes``).
 """
 
 from django.urls import path, re_path

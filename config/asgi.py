@@ -14,9 +14,10 @@ from typing import Any  # noqa: E402
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from config.guard import guarded  # noqa: E402
-from responses_api.gateway import draining, routes  # noqa: E402
-from responses_api.gateway.consumers import ApiConsumer, Receive, Send  # noqa: E402
-from responses_api.gateway.websocket import ResponsesSocket  # noqa: E402
+from responses_api.edge import routes  # noqa: E402
+from responses_api.edge.http import ApiConsumer, Receive, Send  # noqa: E402
+from responses_api.edge.websocket import ResponsesSocket  # noqa: E402
+from responses_api.pipeline import draining  # noqa: E402
 from responses_api.runtime import telemetry  # noqa: E402
 
 # Under daphne, SIGTERM drains the open exchanges before the process stops.

@@ -6,7 +6,7 @@ daphne's ``application_checker``, which never runs again: from then on no
 finished request is reaped and no timed-out connection closed, and a
 process that serves thousands of connections grows until it is restarted.
 So no exception may reach the server. The API's consumer ends its own
-failures (``responses_api.gateway.consumers``); this wrapper, around Django's
+failures (``responses_api.edge.http``); this wrapper, around Django's
 application (``config.asgi``), catches what a bug lets through there: an
 error envelope if nothing was sent yet, else the end of the body, and one
 log line.

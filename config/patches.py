@@ -135,7 +135,7 @@ class _BodyLimits:
 
     daphne calls the application only once Twisted has the whole body, and
     then queues all of it for the application at once, so the API's own
-    checks (``responses_api.gateway.consumers.read_body``) come too late to save the
+    checks (``responses_api.edge.http.read_body``) come too late to save the
     memory: here a ``Content-Length`` over ``SWITCHYARD_MAX_BODY_BYTES`` is
     refused before a byte of the body is read, a chunked body as soon as it
     passes the cap, and a body not complete within

@@ -5,7 +5,7 @@ from django.views.generic import RedirectView
 
 from console.views import signin
 from responses_api import views
-from responses_api.gateway import routes
+from responses_api.edge import routes
 
 urlpatterns = [
     path("healthz", views.healthz),

@@ -48,7 +48,7 @@ def answering(protocol: type) -> type:
     messages reach the application as :data:`TOO_LARGE`."""
     from twisted.internet import reactor
 
-    from responses_api.gateway.websocket_frames import TOO_LARGE
+    from responses_api.edge.frames import TOO_LARGE
 
     clock: Any = reactor
     open_state = getattr(protocol, "STATE_OPEN")  # noqa: B009 (a class built at run time)

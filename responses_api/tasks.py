@@ -40,7 +40,7 @@ def purge_usage() -> dict[str, int]:
 @shared_task
 def run_background_response(organisation_id: int, response_id: str) -> None:
     """Runs one queued background response to its end."""
-    from responses_api.gateway.background_run import run_to_end
+    from responses_api.background.run import run_to_end
 
     run_to_end(organisation_id, response_id)
 
@@ -48,6 +48,6 @@ def run_background_response(organisation_id: int, response_id: str) -> None:
 @shared_task
 def reap_background_responses() -> int:
     """Fails the background responses whose worker died (its lease ran out)."""
-    from responses_api.gateway.background_run import sweep
+    from responses_api.background.run import sweep
 
     return sweep()

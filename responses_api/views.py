@@ -58,7 +58,7 @@ def readyz(request: HttpRequest) -> HttpResponse:
     """200 ``ok``; 200 ``degraded`` naming the dependencies failing for less
     than the grace window; 503 once one has failed for longer, or at once
     when the process drains."""
-    from responses_api.gateway.draining import drain
+    from responses_api.pipeline.draining import drain
 
     if drain.draining:
         # SIGTERM received: take no new work while the open streams finish.
@@ -124,7 +124,7 @@ OPERATIONAL = {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics}
 
 def openapi_json(request: HttpRequest) -> HttpResponse:
     """The OpenAPI 3.1 schema of the public API (public, like the API's shape)."""
-    from responses_api.gateway.openapi import openapi_schema
+    from responses_api.edge.openapi import openapi_schema
 
     response = JsonResponse(openapi_schema(), json_dumps_params={"indent": 1})
     response["Access-Control-Allow-Origin"] = "*"
@@ -170,7 +170,7 @@ def docs_page(*, schema_url: str, title: str) -> HttpResponse:
 
 def api_docs(request: HttpRequest) -> HttpResponse:
     """Interactive API reference, rendered in the browser from the vendored Swagger UI."""
-    from responses_api.gateway.routes import PREFIXES, SCHEMA_PAGE
+    from responses_api.edge.routes import PREFIXES, SCHEMA_PAGE
 
     return docs_page(schema_url=PREFIXES[0] + SCHEMA_PAGE.path, title="Switchyard API reference")
 

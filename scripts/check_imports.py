@@ -48,7 +48,10 @@ PARTS = (
     ("translate",),
     ("access", "catalogue"),
     ("usage", "store", "backends"),
-    ("gateway",),
+    ("pipeline",),
+    ("api",),
+    ("background",),
+    ("edge",),
     ("checks", "simulator"),
 )
 PARTS_ORDER = " <- ".join(" | ".join(level) for level in PARTS)

@@ -148,7 +148,7 @@ def serving() -> Iterator[Gateway]:
     own test client has it (it would close the test's connection
     mid-transaction)."""
     from responses_api.catalogue import catalog
-    from responses_api.gateway import exchange
+    from responses_api.pipeline import exchange
 
     application()  # Django's set-up, logging included, done before the test's own
     rows = Rows()

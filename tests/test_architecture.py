@@ -169,20 +169,20 @@ def test_a_lower_part_of_the_api_importing_a_higher_one_is_reported(tmp_path):
             "responses_api/runtime/__init__.py": "",
             "responses_api/runtime/histogram.py": "",
             "responses_api/translate/__init__.py": "",
-            "responses_api/translate/stream.py": "from responses_api.gateway import relay\n",
-            "responses_api/gateway/__init__.py": "",
-            "responses_api/gateway/relay.py": "from responses_api.translate import stream\n",
+            "responses_api/translate/stream.py": "from responses_api.pipeline import create\n",
+            "responses_api/pipeline/__init__.py": "",
+            "responses_api/pipeline/create.py": "from responses_api.translate import stream\n",
             "responses_api/usage/__init__.py": "",
             "responses_api/usage/writer.py": "def f():\n    from responses_api.store import loop\n",
             "responses_api/store/__init__.py": "",
             "responses_api/store/loop.py": "from responses_api import models\n",
-            "responses_api/tasks.py": "from responses_api.gateway import relay\n",
+            "responses_api/tasks.py": "from responses_api.pipeline import create\n",
         },
     )
     problems = check_imports.check(tmp_path)
     assert [p for p in problems if p.startswith("  responses_api/")] == [
         "  responses_api/translate/stream.py:1: "
-        "responses_api.translate.stream imports responses_api.gateway.relay",
+        "responses_api.translate.stream imports responses_api.pipeline.create",
         "  responses_api/usage/writer.py:2: "
         "responses_api.usage.writer imports responses_api.store.loop",
     ]

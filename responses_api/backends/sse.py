@@ -1,35 +1,14 @@
-"""Server-sent events: reading the backend's chat stream, writing ours."""
+"""Server-sent events: reading a backend's chat stream (ours are written by
+``pipeline.writers``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import orjson
 
 from responses_api.backends.client import BackendTimeout
 from responses_api.protocol.errors import ApiError, trace_excerpt
-
-
-class EventWriter:
-    """Numbers and encodes Responses events. The only place that assigns
-    ``sequence_number``; events written together become one buffer, so one
-    network write carries every event that was ready."""
-
-    __slots__ = ("delta_sent", "sequence")
-
-    def __init__(self) -> None:
-        self.sequence = 0
-        self.delta_sent = False  # the first text delta has been written out
-
-    def encode(self, events: Iterable[dict[str, Any]]) -> bytes:
-        out = []
-        for event in events:
-            event["sequence_number"] = self.sequence
-            self.sequence += 1
-            out.append(b"event: %s\ndata: %s\n\n" % (event["type"].encode(), orjson.dumps(event)))
-        return b"".join(out)
-
 
 # The longest SSE line accepted from a backend. A chunk is one line; the
 # largest real ones (a tool call's arguments in one piece) are tens of kB.

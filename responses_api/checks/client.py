@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from responses_api.gateway.call import RESPONSES
-from responses_api.gateway.routes import PREFIXES
+from responses_api.edge.routes import PREFIXES
 from responses_api.models import Backend, ServedModel
+from responses_api.pipeline.call import RESPONSES
 
 # The checks go through the route a client calls.
 PATH = PREFIXES[-1] + RESPONSES
@@ -127,7 +127,7 @@ class Client:
     ) -> tuple[Answer, bool]:
         """``body`` to the application; with ``disconnect_on``, go away as
         soon as the answer holds it. Returns the answer and whether it did."""
-        from responses_api.gateway.consumers import ApiConsumer
+        from responses_api.edge.http import ApiConsumer
 
         inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         await inbox.put({"type": "http.request", "body": orjson.dumps(body), "more_body": False})

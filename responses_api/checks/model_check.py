@@ -1,7 +1,7 @@
 """Is a model ready for Codex? ``manage.py model_check`` asks it, through Switchyard.
 
 Every capability (``checks/capabilities.py``) is one small request to the
-API's own ASGI application (:class:`responses_api.gateway.consumers.ApiConsumer`),
+API's own ASGI application (:class:`responses_api.edge.http.ApiConsumer`),
 in-process, with real HTTP from there to the backend: the path a client's
 request takes, translation included. Here they are run, and their results
 kept as a :class:`responses_api.models.ModelCheck`.
@@ -10,7 +10,7 @@ The check authenticates as the organisation with a key of its own, created
 for the run (expiring within the hour, marked ``is_check``: no keys list
 shows it) and revoked after it, both audited as whoever started the check;
 the rows of that key are marked ``is_check``
-(:data:`responses_api.gateway.exchange.check_keys`), and count in neither
+(:data:`responses_api.pipeline.exchange.check_keys`), and count in neither
 the roll-ups the dashboard reads nor the month's spend.
 """
 
@@ -34,8 +34,8 @@ from responses_api.checks.client import (
     Context,
     Result,
 )
-from responses_api.gateway import exchange as exchange_module
 from responses_api.models import Backend, ModelCheck, ServedModel
+from responses_api.pipeline import exchange as exchange_module
 
 
 def resolve(

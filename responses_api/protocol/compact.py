@@ -1,7 +1,7 @@
 """The request bodies of ``POST /v1/responses/compact`` and
 ``POST /v1/responses/input_tokens`` (README, "Compaction"), validated once
 at the edge like ``CreateResponse``. Each becomes a ``POST /v1/responses``
-body (``gateway.compaction``); the fields a summary or a count has no use
+body (``api.compaction``); the fields a summary or a count has no use
 for are accepted as the OpenAI SDK and Codex send them, and dropped.
 """
 

@@ -4,7 +4,7 @@ One builder per moment of an item's life, for the stream translator
 (``translate.stream``), which decides when an item opens and closes; here is
 only what the client is sent then. A text delta's event is built by the
 translator itself: it is the one event per token. Events are plain dicts
-without ``sequence_number`` (``sse.EventWriter`` numbers them, in one place).
+without ``sequence_number`` (``pipeline.writers.EventWriter`` numbers them, in one place).
 
 Pure: the builders touch nothing but the item they are given.
 """

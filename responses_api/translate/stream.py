@@ -3,7 +3,7 @@
 A small state machine: :meth:`StreamTranslator.feed` takes one decoded chat
 chunk and returns the Responses events it implies; :meth:`finish` closes the
 open items and returns the terminal event. Events are plain dicts without
-``sequence_number`` (``sse.EventWriter`` numbers them, in one place). The
+``sequence_number`` (``pipeline.writers.EventWriter`` numbers them, in one place). The
 same machine serves non-streaming requests: its final response is the body.
 
 One item is open at a time: an item's ``output_item.added`` comes after the

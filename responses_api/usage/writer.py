@@ -37,7 +37,7 @@ writes them and drains the stream.
 
 Without Redis (the embedded default, one process) rows wait in process memory
 for about ``FLUSH_INTERVAL`` seconds before a batch insert, and are written at
-interpreter exit (and at SIGTERM, ``responses_api/gateway/draining.py``); a crash of
+interpreter exit (and at SIGTERM, ``responses_api/pipeline/draining.py``); a crash of
 the process loses at most that fraction of a second of rows. The same
 sanitising, row-by-row retry and dead letters apply.
 

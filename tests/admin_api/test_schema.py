@@ -38,7 +38,7 @@ def test_every_operation_documents_the_error_envelope_and_the_admin_key():
 
 
 def test_the_error_envelope_is_the_inference_apis_in_openapi_3_0_terms():
-    from responses_api.gateway.openapi import openapi_schema
+    from responses_api.edge.openapi import openapi_schema
 
     public = openapi_schema()["components"]["schemas"]["Error"]["properties"]["error"]
     error = DOCUMENT["components"]["schemas"]["Error"]["properties"]["error"]

@@ -17,7 +17,7 @@ import pytest
 from openai import APIStatusError, OpenAI
 
 from responses_api.backends.client import ERROR_BODY_LIMIT, Upstream
-from responses_api.gateway.failover import upstream_error
+from responses_api.pipeline.failover import upstream_error
 from tests.conftest import wait_rows
 
 SECRET = "redis_version:7.2.4 requirepass=hunter2"

@@ -14,8 +14,8 @@ import pytest
 import zstandard
 
 from responses_api.backends.sse import MAX_LINE_BYTES, ChunkReader, UpstreamProtocolError
-from responses_api.gateway import encoding
-from responses_api.gateway.encoding import MAX_GZIP_MEMBERS, decode, decode_body
+from responses_api.edge import encoding
+from responses_api.edge.encoding import MAX_GZIP_MEMBERS, decode, decode_body
 from responses_api.protocol.errors import ApiError
 
 CAP = 16 * 1024 * 1024

@@ -13,9 +13,9 @@ import pytest
 
 from responses_api.translate.compaction import SUMMARY_PROMPT, estimate_tokens
 from tests.conftest import usage_rows
-from tests.gateway.test_hold_lifetime import assert_nothing_held
-from tests.gateway.test_limits_every_path import PRICES, organisation_budget
 from tests.hostile import HostileBackend
+from tests.pipeline.test_hold_lifetime import assert_nothing_held
+from tests.pipeline.test_limits_every_path import PRICES, organisation_budget
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

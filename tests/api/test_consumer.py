@@ -15,9 +15,9 @@ from django.test import override_settings
 
 from responses_api.backends.client import close_clients
 from responses_api.catalogue import catalog
-from responses_api.gateway import exchange as exchange_module
-from responses_api.gateway.consumers import ApiConsumer
-from responses_api.gateway.draining import drain
+from responses_api.edge.http import ApiConsumer
+from responses_api.pipeline import exchange as exchange_module
+from responses_api.pipeline.draining import drain
 from responses_api.runtime import redis_conn
 from tests.conftest import wait_for
 from tests.routing.conftest import sim_stats
@@ -288,7 +288,7 @@ def test_a_bug_in_the_ending_still_ends_the_request_with_its_row(tenant, rows, m
     """Whatever raises in the ending (a bug), the request ends: an error if
     nothing was sent, an ``error`` event closing a started stream, and one
     row saying 500; nothing reaches the server."""
-    from responses_api.gateway import ending
+    from responses_api.pipeline import ending
 
     real = ending.end_exchange
 
@@ -328,7 +328,7 @@ def test_a_bug_in_the_ending_still_ends_the_request_with_its_row(tenant, rows, m
 
 
 def test_a_bug_before_the_exchange_exists_is_a_500_envelope(monkeypatch):
-    from responses_api.gateway import consumers
+    from responses_api.edge import http as consumers
 
     def broken(path, method):
         raise RuntimeError("the route table is broken")

@@ -13,9 +13,9 @@ import pytest
 from django.urls import resolve as django_resolve
 
 from responses_api import views
-from responses_api.gateway import routes
-from responses_api.gateway.endpoints import not_served
-from responses_api.gateway.openapi import openapi_schema
+from responses_api.api.endpoints import not_served
+from responses_api.edge import routes
+from responses_api.edge.openapi import openapi_schema
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 

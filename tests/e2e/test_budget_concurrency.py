@@ -40,7 +40,7 @@ TEXT = "spend [[tokens:4]] [[delay:300]]"
 def reservation() -> Decimal:
     """What one request of the burst holds while it runs: its prompt's
     estimate and the model's default output, at the model's prices."""
-    from responses_api.gateway.exchange import prompt_tokens
+    from responses_api.pipeline.exchange import prompt_tokens
 
     request = CreateResponse.model_validate({"model": "sim-model", "input": TEXT})
     draft = prepare_chat(request, limits=ModelLimits(default_max_output_tokens=DEFAULT_OUTPUT))

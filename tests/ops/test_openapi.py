@@ -18,8 +18,8 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from responses_api.gateway.openapi import openapi_schema
-from responses_api.gateway.routes import ROUTES
+from responses_api.edge.openapi import openapi_schema
+from responses_api.edge.routes import ROUTES
 from responses_api.protocol.body import CreateResponse
 
 # Built at import: schemathesis makes a test per operation from it. (Its

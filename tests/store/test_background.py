@@ -23,7 +23,7 @@ SLOW = "[[rate:10]] [[tokens:400]] go slowly"
 @pytest.fixture(autouse=True)
 def _local_worker(settings):
     """The worker thread of the web process, with or without Redis."""
-    from responses_api.gateway.background_run import local_worker
+    from responses_api.background.run import local_worker
 
     settings.SWITCHYARD_BACKGROUND_RUNNER = "local"
     yield
@@ -195,7 +195,7 @@ def test_another_organisations_background_response_is_a_missing_one(gateway, cli
 def test_a_worker_that_stops_leaves_its_response_failed(client, settings):
     """A worker that stops renewing its lease (here: its event loop frozen)
     is found out by the next read, which ends the response as failed."""
-    from responses_api.gateway import background_run
+    from responses_api.background import run as background_run
 
     settings.SWITCHYARD_BACKGROUND_LEASE_SECONDS = 1.0
     queued = client.responses.create(model="sim-model", input=SLOW, background=True)
@@ -256,7 +256,7 @@ def test_a_response_that_no_worker_can_take_fails_at_once(client, monkeypatch, s
     and the response it stored is failed, not queued for ever."""
     from celery import Celery
 
-    from responses_api.gateway import background_run
+    from responses_api.background import run as background_run
     from responses_api.models import StoredResponse
     from responses_api.store.responses import response_get
     from tests.conftest import free_port

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import async_to_sync
 
-from responses_api.gateway import background_run
+from responses_api.background import run as background_run
 from responses_api.models import StoredResponse
 from responses_api.store import events
 from tests.conftest import usage_rows, wait_for

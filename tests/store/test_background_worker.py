@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from responses_api.gateway import background_run
+from responses_api.background import run as background_run
 from tests.conftest import usage_rows, wait_for
 from tests.store.test_background import _local_worker, _poll  # noqa: F401
 
@@ -34,7 +34,7 @@ def test_a_worker_paused_past_its_lease_is_reaped_and_its_late_writes_are_refuse
 ):
     client, stats = direct
     settings.SWITCHYARD_BACKGROUND_LEASE_SECONDS = 1.0
-    caplog.set_level(logging.WARNING, logger="responses_api.gateway.background_run")
+    caplog.set_level(logging.WARNING, logger="responses_api.background.run")
     disconnects = stats()["disconnects"]
     raw = client.responses.with_raw_response.create(
         model="sim-model", input="[[rate:20]] [[tokens:200]] slowly", background=True

@@ -245,7 +245,7 @@ def test_each_call_leaves_one_usage_row(client):
 
 
 def test_the_openapi_document_describes_every_conversation_operation():
-    from responses_api.gateway.openapi import openapi_schema
+    from responses_api.edge.openapi import openapi_schema
 
     document = openapi_schema()
     paths = document["paths"]

@@ -19,7 +19,8 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from responses_api.backends.sse import ChunkReader, EventWriter
+from responses_api.backends.sse import ChunkReader
+from responses_api.pipeline.writers import EventWriter
 from responses_api.protocol.body import CreateResponse
 from responses_api.translate.request import build_chat_request
 from responses_api.translate.response import echo_settings

@@ -9,7 +9,8 @@ from openai._types import omit
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import Response, ResponseStreamEvent
 
-from responses_api.backends.sse import ChunkReader, EventWriter
+from responses_api.backends.sse import ChunkReader
+from responses_api.pipeline.writers import EventWriter
 from responses_api.protocol.body import CreateResponse
 from responses_api.translate.partial_json import StringFieldDecoder
 from responses_api.translate.response import echo_settings

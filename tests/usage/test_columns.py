@@ -8,8 +8,8 @@ from typing import Any
 from django.utils import timezone
 
 from accounts.models import Organisation
-from responses_api.gateway.exchange import Exchange
 from responses_api.models import UsageLog
+from responses_api.pipeline.exchange import Exchange
 from responses_api.usage.columns import (
     USAGE_EXPORT_COLUMNS,
     USAGE_UNEXPORTED_COLUMNS,

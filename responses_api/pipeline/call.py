@@ -1,0 +1,67 @@
+"""What a route's handler is given: one request, as the consumer read it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from responses_api.pipeline.exchange import Exchange
+from responses_api.pipeline.responder import Responder
+
+if TYPE_CHECKING:
+    from responses_api.pipeline.local_chain import LocalChain
+    from responses_api.pipeline.writers import EventWriter
+    from responses_api.protocol.errors import ApiError
+    from responses_api.store.continuation import Keep
+    from responses_api.translate.request import ChatPlan
+    from responses_api.translate.stream import StreamTranslator
+
+# The create-response route's path under the API's prefixes, for the route
+# table, WebSocket mode and a background run's row alike.
+RESPONSES = "/responses"
+
+
+@dataclass(slots=True)
+class Output:
+    """A response being translated from a backend's chat stream. ``writer``
+    numbers a stream's events; a JSON answer has none."""
+
+    translator: StreamTranslator
+    plan: ChatPlan
+    writer: EventWriter | None = None
+
+
+@dataclass(slots=True)
+class Call:
+    exchange: Exchange
+    responder: Responder
+    headers: dict[bytes, bytes]
+    body: bytes = b""
+    params: dict[str, str] = field(default_factory=dict)
+    query_string: bytes = b""
+    # Set by a handler once it translates a backend's answer: the ending
+    # (``ending.end_exchange``) finishes what it started.
+    output: Output | None = None
+    # Set when the response is to be stored: the ending saves it before the
+    # client is told the response ended.
+    keep: Keep | None = None
+    # A WebSocket's connection-local chain (``websocket_chain``), and
+    # whether this ``response.create`` generates (false: a prewarm).
+    chain: LocalChain | None = None
+    generate: bool = True
+    # Set when the server cuts the call for a fault of its client's (its
+    # WebSocket closed for too many frames): its cancellation then ends it
+    # with this error, not as a client gone (499).
+    cut_by: ApiError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A handler's JSON answer (a handler that relays an answer returns None)."""
+
+    payload: dict[str, Any]
+    status: int = 200
+
+
+Handler = Callable[[Call], Awaitable[Reply | None]]
