@@ -21,11 +21,11 @@ from responses_api.pipeline.admission import admit
 from responses_api.pipeline.auto_compact import count_tokens
 from responses_api.pipeline.call import Call, Reply
 from responses_api.pipeline.create import (
+    Mode,
     create_response,
     model_for,
-    parse_request,
-    refuse_too_deep,
 )
+from responses_api.pipeline.parse import parse_request, refuse_too_deep
 from responses_api.pipeline.responder import JSON
 from responses_api.protocol.compact import CompactRequest, CountRequest
 from responses_api.protocol.errors import from_validation_error, invalid
@@ -82,8 +82,7 @@ async def compact_response(call: Call) -> Reply | None:
     body["store"] = False
     call.body = orjson.dumps(body)
     call.headers = {**call.headers, b"content-type": b"application/json"}
-    call.params[compaction.SHAPE] = compaction.COMPACTED
-    return await create_response(call)
+    return await create_response(call, mode=Mode(compacted=True))
 
 
 _COUNTED = (

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, f
 from responses_api.access.auth import Caller
 from responses_api.api.endpoints import page_params
 from responses_api.pipeline.call import Call, Reply
-from responses_api.pipeline.create import MAX_DEPTH, refuse_too_deep
+from responses_api.pipeline.parse import MAX_DEPTH, refuse_too_deep
 from responses_api.pipeline.responder import JSON
 from responses_api.protocol.body import INCLUDE_ACCEPTED, metadata_checked
 from responses_api.protocol.errors import ApiError, from_validation_error, invalid, too_deep

@@ -38,8 +38,8 @@ from responses_api.pipeline.create import (
     create_response,
     model_for,
     new_translator,
-    parse_request,
 )
+from responses_api.pipeline.parse import parse_request
 from responses_api.pipeline.responder import Responder
 from responses_api.pipeline.writers import EventWriter
 from responses_api.protocol.body import CreateResponse

@@ -38,8 +38,9 @@ from django.conf import settings
 from responses_api.background.job import Job, LogResponder
 from responses_api.background.local import LocalWorker
 from responses_api.pipeline.call import Call
-from responses_api.pipeline.create import create_response, parse_request
+from responses_api.pipeline.create import Mode, create_response
 from responses_api.pipeline.draining import drain, shutting_down
+from responses_api.pipeline.parse import parse_request
 from responses_api.pipeline.runner import run as run_request
 from responses_api.pipeline.tracing import run_begin
 from responses_api.pipeline.writers import EventWriter
@@ -120,7 +121,7 @@ async def run(organisation_id: int, response_id: str, stop: threading.Event | No
 async def _create(call: Call, *, response_id: str) -> None:
     """The handler of ``POST /v1/responses``, streamed, for the queued response."""
     request = parse_request(call.body, call.headers).model_copy(update={"stream": True})
-    await create_response(call, request, background=response_id)
+    await create_response(call, request, mode=Mode(background=response_id))
 
 
 async def _ended(call: Call, responder: LogResponder, job: Job, *, cancelled: bool) -> None:

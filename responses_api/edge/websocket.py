@@ -54,12 +54,13 @@ from responses_api.edge.http import Receive, Send
 from responses_api.edge.routes import creates_responses
 from responses_api.edge.socket_caps import Place, take
 from responses_api.pipeline.call import RESPONSES, Call, Reply
-from responses_api.pipeline.create import MAX_DEPTH, create_response
+from responses_api.pipeline.create import Mode, create_response
 from responses_api.pipeline.draining import drain, shutting_down
 from responses_api.pipeline.ending import end_exchange
 from responses_api.pipeline.exchange import Client, Exchange, new_request_id
 from responses_api.pipeline.failures import failure
 from responses_api.pipeline.local_chain import LocalChain
+from responses_api.pipeline.parse import MAX_DEPTH
 from responses_api.pipeline.runner import caller_for, closed, run
 from responses_api.pipeline.tracing import turn_begin
 from responses_api.pipeline.writers import FrameWriter
@@ -342,7 +343,6 @@ class Connection:
             request_id=new_request_id(), endpoint=ENDPOINT, method=METHOD, client=self.client
         )
         call = Call(exchange, SocketResponder(self.send, exchange, self.state), self.headers)
-        call.chain = self.chain
         try:
             exchange.authenticated(await self._caller())
         except ApiError as error:  # the key was revoked since the socket opened
@@ -358,7 +358,8 @@ class Connection:
             return
         self.call = call
         try:
-            await run(call, functools.partial(_answer, frame=frame), begin=self._begin)
+            answer = functools.partial(_answer, frame=frame, chain=self.chain)
+            await run(call, answer, begin=self._begin)
         finally:
             writer = call.output.writer if call.output is not None else None
             last = writer.last if isinstance(writer, FrameWriter) else None
@@ -369,8 +370,8 @@ class Connection:
         turn_begin(exchange, self.headers)
 
 
-async def _answer(call: Call, *, frame: Frame) -> Reply | None:
+async def _answer(call: Call, *, frame: Frame, chain: LocalChain) -> Reply | None:
     if frame.error is not None:
         raise frame.error
-    call.body, call.generate = frame.body, frame.generate
-    return await create_response(call)
+    call.body = frame.body
+    return await create_response(call, mode=Mode(chain=chain, generate=frame.generate))

@@ -10,7 +10,6 @@ from responses_api.pipeline.exchange import Exchange
 from responses_api.pipeline.responder import Responder
 
 if TYPE_CHECKING:
-    from responses_api.pipeline.local_chain import LocalChain
     from responses_api.pipeline.writers import EventWriter
     from responses_api.protocol.errors import ApiError
     from responses_api.store.continuation import Keep
@@ -25,11 +24,14 @@ RESPONSES = "/responses"
 @dataclass(slots=True)
 class Output:
     """A response being translated from a backend's chat stream. ``writer``
-    numbers a stream's events; a JSON answer has none."""
+    numbers a stream's events; a JSON answer has none. ``keep``, when the
+    response is stored: the ending saves it before the client is told the
+    response ended."""
 
     translator: StreamTranslator
     plan: ChatPlan
     writer: EventWriter | None = None
+    keep: Keep | None = None
 
 
 @dataclass(slots=True)
@@ -43,13 +45,6 @@ class Call:
     # Set by a handler once it translates a backend's answer: the ending
     # (``ending.end_exchange``) finishes what it started.
     output: Output | None = None
-    # Set when the response is to be stored: the ending saves it before the
-    # client is told the response ended.
-    keep: Keep | None = None
-    # A WebSocket's connection-local chain (``websocket_chain``), and
-    # whether this ``response.create`` generates (false: a prewarm).
-    chain: LocalChain | None = None
-    generate: bool = True
     # Set when the server cuts the call for a fault of its client's (its
     # WebSocket closed for too many frames): its cancellation then ends it
     # with this error, not as a client gone (499).

@@ -12,10 +12,8 @@ writes the row and what the client is owed.
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
-from typing import Any
-
-import orjson
-from pydantic import ValidationError
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from responses_api.access.auth import Caller
 from responses_api.backends.routing import affinity_key, no_backend
@@ -24,15 +22,12 @@ from responses_api.pipeline import auto_compact, failover
 from responses_api.pipeline.admission import admit
 from responses_api.pipeline.call import Call, Output, Reply
 from responses_api.pipeline.exchange import Exchange
+from responses_api.pipeline.parse import parse_request
 from responses_api.pipeline.relay import read_answer, relay_stream
-from responses_api.pipeline.responder import JSON
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import (
     ApiError,
-    from_validation_error,
     invalid,
-    param_path,
-    too_deep,
 )
 from responses_api.store import continuation, conversation_turns
 from responses_api.store.background import Replacing
@@ -40,17 +35,58 @@ from responses_api.store.responses import Stored
 from responses_api.store.seal import cache_salt, reasoning_seal
 from responses_api.translate import compaction
 from responses_api.translate.items import new_id
-from responses_api.translate.request import ChatPlan, prepare_chat
+from responses_api.translate.request import ChatDraft, ChatPlan, prepare_chat
 from responses_api.translate.response import echo_settings
 from responses_api.translate.stream import StreamTranslator
-from responses_api.usage.ratelimit import estimate_tokens, limits_release
+from responses_api.usage.ratelimit import Admission, estimate_tokens, limits_release
+
+if TYPE_CHECKING:
+    from responses_api.pipeline.local_chain import LocalChain
+    from responses_api.store.continuation import Keep
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    """How a create was asked for, by the handler or transport that runs it:
+    set before the pipeline starts, read by its stages, changed by none."""
+
+    # The id of the queued background response a worker's run answers.
+    background: str | None = None
+    # A WebSocket's own last response, which the socket continues without the store.
+    chain: LocalChain | None = None
+    # False: a WebSocket prewarm, which starts and ends a response and reaches no backend.
+    generate: bool = True
+    # ``/responses/compact``: answered as one ``response.compaction`` object.
+    compacted: bool = False
+
+
+PLAIN = Mode()
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the request is, once continued and translated: decided once,
+    before admission, by :func:`plan_response`."""
+
+    # The request as its backends answer it: continued, joined to its
+    # conversation, compaction items resolved.
+    request: CreateResponse
+    model: ModelEntry
+    response_id: str
+    store: bool
+    # How the ending stores it (None: it is not stored).
+    keep: Keep | None
+    affinity: str | None
+    draft: ChatDraft
+    compacting: compaction.Compacting
 
 
 async def create_response(
-    call: Call, request: CreateResponse | None = None, *, background: str | None = None
+    call: Call, request: CreateResponse | None = None, *, mode: Mode = PLAIN
 ) -> Reply | None:
-    """``request`` when parsed already; ``background``: the id of the queued
-    background response this run answers (``background_run``)."""
+    """The stages, in order: parse (unless ``request`` is parsed already),
+    resolve the model, plan, admit, generate, settle. The ending is the
+    runner's."""
     exchange = call.exchange
     caller = exchange.caller
     assert caller is not None
@@ -63,10 +99,33 @@ async def create_response(
     )
     model = await model_for(caller, request.model)
     exchange.served_by(model)
-    # A WebSocket continues its own last response without the store.
-    local = call.chain.continued(request) if call.chain is not None else None
-    store = _store_decision(request, caller, exchange, continued=local is not None)
-    response_id = background or new_id("resp")
+    plan = await plan_response(call, request, model, mode)
+    # A prewarm (``generate: false``) reaches no backend: it counts as a
+    # request under the rate limits, with no tokens, and holds no spend.
+    # One that may compact first holds for both of its backend calls.
+    admission = await admit(
+        exchange=exchange,
+        estimate=estimate_tokens(call.body),
+        draft=plan.draft,
+        generate=mode.generate,
+        calls=1 if compaction.threshold(plan.request, model.limits.context_window) is None else 2,
+    )
+    try:
+        await generate(call, plan, mode)
+    finally:
+        await settle(exchange, call.output, admission)
+    return None
+
+
+async def plan_response(call: Call, request: CreateResponse, model: ModelEntry, mode: Mode) -> Plan:
+    """Continue ``request`` (a socket's own chain, the stored one, its
+    conversation), decide what is stored and where it has affinity, and
+    translate it once."""
+    caller = call.exchange.caller
+    assert caller is not None
+    local = mode.chain.continued(request) if mode.chain is not None else None
+    store = _store_decision(request, caller, call.exchange, continued=local is not None)
+    response_id = mode.background or new_id("resp")
     previous: Stored | None = None
     references: dict[str, Any] = {}
     joined = await conversation_turns.join(caller, request) if request.conversation else None
@@ -75,13 +134,14 @@ async def create_response(
     elif caller.retention_policy == "store":
         prepared = await continuation.prepare(caller, request)
         request, previous, references = prepared.request, prepared.previous, prepared.references
-    if call.chain is not None:
-        call.chain.asked(request)
+    if mode.chain is not None:
+        mode.chain.asked(request)
     if joined is not None:
         request = joined.prepend(request)
     affinity = affinity_for(caller, model, request, previous, response_id if store else None)
+    keep: Keep | None = None
     if store:
-        call.keep = (Replacing if background else continuation.Keep)(
+        keep = (Replacing if mode.background else continuation.Keep)(
             organisation_id=caller.organisation_id,
             ttl_hours=caller.store_ttl_hours,
             body=call.body,
@@ -91,75 +151,74 @@ async def create_response(
             affinity=affinity or "",
         )
     if joined is not None:
-        call.keep = joined.keep(call.keep, caller=caller, body=call.body, references=references)
+        keep = joined.keep(keep, caller=caller, body=call.body, references=references)
     seal = reasoning_seal(caller.organisation_id)
     compacting = compaction.resolve(request, seal=seal, model_id=model.public_id)
     request = compacting.request
-    salt = cache_salt(caller.organisation_id)
-    draft = prepare_chat(request, limits=model.limits, seal=seal, cache_salt=salt)
+    draft = prepare_chat(
+        request, limits=model.limits, seal=seal, cache_salt=cache_salt(caller.organisation_id)
+    )
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
-    # A prewarm (``generate: false``) reaches no backend: it counts as a
-    # request under the rate limits, with no tokens, and holds no spend.
-    # One that may compact first holds for both of its backend calls.
-    admission = await admit(
-        exchange=exchange,
-        estimate=estimate_tokens(call.body),
-        draft=draft,
-        generate=call.generate,
-        calls=1 if compaction.threshold(request, model.limits.context_window) is None else 2,
+    return Plan(request, model, response_id, store, keep, affinity, draft, compacting)
+
+
+async def generate(call: Call, plan: Plan, mode: Mode) -> None:
+    """Summarise first when the request is past its compaction threshold,
+    open a backend (failing over until one answers) and relay its answer."""
+    exchange, model = call.exchange, plan.model
+    request, draft = plan.request, plan.draft
+    ahead = await auto_compact.ahead(
+        call, model=model, request=request, draft=draft, affinity=plan.affinity
     )
-    try:
-        ahead = await auto_compact.ahead(
-            call, model=model, request=request, draft=draft, affinity=affinity
-        )
-        if ahead is not None:
-            request, draft = ahead.request, ahead.draft
-        first = model.routes[0]
-        # The plan for the first route gives the echoed settings; a stream
-        # that starts while queued announces them.
-        preview = draft.for_route(
-            upstream_model=first.upstream_name,
-            dialect=first.backend.dialect,
-            extra_body=first.backend.extra_body,
-        )
-        base = new_translator(request, preview, store, response_id, quiet=not exchange.stream)
-        output = call.output = Output(
-            compacting.translator(
-                ahead.answer(base) if ahead is not None else base,
-                compacted=call.params.get(compaction.SHAPE) == compaction.COMPACTED,
-            ),
-            preview,
-            call.responder.writer() if exchange.stream else None,
-        )
-        pinned = call.headers.get(b"x-backend-id")
-        upstream = failover.upstream(
-            exchange,
-            draft=draft,
-            model=model,
-            pinned=pinned.decode("latin-1").strip() if pinned else None,
-            affinity=affinity,
-        )
-        if not call.generate:
-            await _prewarm(call, output)
-        elif exchange.stream:
-            await relay_stream(call, output, upstream)
-        else:
-            await _relay_json(exchange, output, upstream, model.first_token_timeout)
-    finally:
-        # The one place the answer's usage is recorded: the rate limits
-        # settle on it here, the row and the response's timing later.
-        if call.output is not None:
-            translator = call.output.translator
-            exchange.produced(translator.final_usage(), translator.first_token_at)
-        if admission is not None:
-            # Input tokens the backend never reported (a cancelled request)
-            # stay counted at the admission estimate.
-            used = (exchange.input_tokens or admission.estimate) + exchange.output_tokens
-            release = limits_release(admission=admission, tokens=used)
-            if release is not None:
-                await exchange.give_back(release)
-    return None
+    if ahead is not None:
+        request, draft = ahead.request, ahead.draft
+    first = model.routes[0]
+    # The plan for the first route gives the echoed settings; a stream
+    # that starts while queued announces them.
+    preview = draft.for_route(
+        upstream_model=first.upstream_name,
+        dialect=first.backend.dialect,
+        extra_body=first.backend.extra_body,
+    )
+    base = new_translator(request, preview, plan.store, plan.response_id, quiet=not exchange.stream)
+    output = call.output = Output(
+        plan.compacting.translator(
+            ahead.answer(base) if ahead is not None else base, compacted=mode.compacted
+        ),
+        preview,
+        call.responder.writer() if exchange.stream else None,
+        plan.keep,
+    )
+    pinned = call.headers.get(b"x-backend-id")
+    upstream = failover.upstream(
+        exchange,
+        draft=draft,
+        model=model,
+        pinned=pinned.decode("latin-1").strip() if pinned else None,
+        affinity=plan.affinity,
+    )
+    if not mode.generate:
+        await _prewarm(call, output)
+    elif exchange.stream:
+        await relay_stream(call, output, upstream)
+    else:
+        await _relay_json(exchange, output, upstream, model.first_token_timeout)
+
+
+async def settle(exchange: Exchange, output: Output | None, admission: Admission | None) -> None:
+    """The one place the answer's usage is recorded: the rate limits settle
+    on it here, the row and the response's timing later. Input tokens the
+    backend never reported (a cancelled request) stay counted at the
+    admission estimate."""
+    if output is not None:
+        translator = output.translator
+        exchange.produced(translator.final_usage(), translator.first_token_at)
+    if admission is not None:
+        used = (exchange.input_tokens or admission.estimate) + exchange.output_tokens
+        release = limits_release(admission=admission, tokens=used)
+        if release is not None:
+            await exchange.give_back(release)
 
 
 async def _prewarm(call: Call, output: Output) -> None:
@@ -183,111 +242,6 @@ async def _relay_json(
     async with waiting as deadline, upstream as attempt:
         output.plan = attempt.plan
         await read_answer(attempt.answer, output.translator, attempt.route.backend.name, deadline)
-
-
-def parse_request(body: bytes, headers: dict[bytes, bytes]) -> CreateResponse:
-    content_type = headers.get(b"content-type", JSON).split(b";")[0].strip()
-    if (
-        content_type
-        and content_type.lower() not in (JSON, b"text/json")
-        and not content_type.endswith(b"+json")
-    ):
-        raise ApiError(
-            415,
-            "Content-Type must be application/json.",
-            code="unsupported_media_type",
-        )
-    if not body:
-        raise invalid("The request body is empty; send a JSON object.", code="invalid_json")
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise _not_json(body, exc) from None
-    if not isinstance(data, dict):
-        raise invalid("The request body must be a JSON object.", code="invalid_json")
-    refuse_too_deep(data)
-    try:
-        return CreateResponse.model_validate(data)
-    except ValidationError as exc:
-        raise from_validation_error(exc) from None
-    except RecursionError:
-        raise invalid("The request body is nested too deeply.", code="invalid_json") from None
-
-
-# JSON nesting accepted in a request body, the body itself being level 1.
-# orjson parses 1024 levels but writes only 255, and fields are written
-# again (to the backend, into the echoed response and its events, a few
-# levels under their envelope): no real schema or argument comes near 128.
-MAX_DEPTH = 128
-
-
-def _not_json(body: bytes, exc: orjson.JSONDecodeError) -> ApiError:
-    if exc.msg.startswith("depth limit exceeded"):
-        return too_deep(MAX_DEPTH)
-    try:
-        body.decode()
-    except UnicodeDecodeError as bad:
-        # Checked only here: orjson speaks of surrogates for any bad byte.
-        return invalid(
-            f"The request body is not valid UTF-8 (byte {bad.start}); JSON must be UTF-8.",
-            code="invalid_json",
-        )
-    return invalid(
-        f"The request body is not valid JSON: {exc}. Check that it is a single JSON object.",
-        code="invalid_json",
-    )
-
-
-def refuse_too_deep(data: dict[str, Any]) -> None:
-    """A 400 naming the field when a body nests deeper than ``MAX_DEPTH``:
-    items are stored and relayed as JSON, which nests only so deep."""
-    if _too_deep(data):
-        raise too_deep(MAX_DEPTH, param=_deep_param(data) or None)
-
-
-def _too_deep(data: dict[str, Any]) -> bool:
-    """Whether ``data`` nests deeper than ``MAX_DEPTH``: one level at a time,
-    looking only for containers (on every request's path)."""
-    level: list[Any] = [data]
-    depth = 1
-    while level:
-        if depth > MAX_DEPTH:
-            return True
-        below: list[Any] = []
-        for container in level:
-            for value in container.values() if type(container) is dict else container:
-                kind = type(value)
-                if kind is dict or kind is list:
-                    below.append(value)
-        level = below
-        depth += 1
-    return False
-
-
-# Parts of a request that hold items, tools or parts: a path is named
-# through them down to the first free-form field.
-_STRUCTURE = frozenset({"input", "tools", "content", "output", "text", "format", "summary"})
-
-
-def _deep_param(data: dict[str, Any]) -> str:
-    """The field (``tools[0].parameters``) holding the nesting too deep."""
-    stack: list[tuple[Any, list[str | int]]] = [(data, [])]
-    while stack:
-        value, path = stack.pop()
-        if len(path) >= MAX_DEPTH:
-            break
-        items = value.items() if type(value) is dict else enumerate(value)
-        stack.extend((child, [*path, key]) for key, child in items if type(child) in (dict, list))
-    else:
-        return ""  # not reached: called on data found too deep
-    named: list[str | int] = []
-    for part in path:
-        named.append(part)
-        if isinstance(part, str) and part not in _STRUCTURE:
-            break
-        if isinstance(part, int) and len(named) > 1 and isinstance(named[-2], int):
-            break  # a list in a list is no request structure
-    return param_path(named)
 
 
 async def model_for(caller: Caller, name: str) -> ModelEntry:

@@ -5,7 +5,7 @@ a client gone (499), the process shutting down — the ending sets the
 status, submits the usage row, and then writes what the client is owed: the
 JSON answer, the error, or the stream's terminal event. The row is handed
 over before the response's last byte (usage.py states that guarantee), and
-exactly once (``Exchange.submit``). A response to be stored (``Call.keep``)
+exactly once (``Exchange.submit``). A response to be stored (``Output.keep``)
 is written just before its JSON body or terminal event goes out.
 """
 
@@ -55,8 +55,8 @@ async def end_exchange(
     if responder.started:
         assert output is not None and output.writer is not None
         events = _terminal(call, output, error)
-        if call.keep is not None:
-            await call.keep.save(events[-1]["response"])
+        if output.keep is not None:
+            await output.keep.save(events[-1]["response"])
         if output.translator.output_cap.held > LONG_ANSWER:
             # Each closing event repeats the answer's text (the item's
             # ``.done`` events, then the response): encoded together they
@@ -94,8 +94,8 @@ async def _answer(call: Call, output: Output) -> None:
     extras = call.exchange.extras()
     status, reason = translator.status
     body = translator.response(status, extras=extras, incomplete_reason=reason)
-    if call.keep is not None:
-        await call.keep.save(body)
+    if output.keep is not None:
+        await output.keep.save(body)
     timing = extras["timing"]
     server_timing = (
         f"queue;dur={timing['queue_wait_ms'] or 0}, ttft;dur={timing['ttft_ms'] or 0}, "

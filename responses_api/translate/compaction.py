@@ -49,10 +49,6 @@ SUMMARY_PROMPT = (
 SUMMARY_PREFIX = "Summary of the conversation so far, written when it was compacted:"
 # When the model wrote nothing, the item still says so rather than nothing.
 EMPTY_SUMMARY = "(The model wrote no summary.)"
-# Marks, in a call's params, a ``/responses`` request made by
-# ``POST /v1/responses/compact``: its answer is a ``response.compaction``.
-SHAPE = "answer_shape"
-COMPACTED = "response.compaction"
 # Seconds between two ``response.compaction.compacting`` events.
 COMPACTING_EVERY = 1.0
 # OpenAI's own compaction blobs are Fernet tokens: this is how they start.

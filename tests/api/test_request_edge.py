@@ -14,7 +14,7 @@ import orjson
 import pytest
 import zstandard
 
-from responses_api.pipeline.create import MAX_DEPTH
+from responses_api.pipeline.parse import MAX_DEPTH
 from tests import inprocess
 
 pytestmark = pytest.mark.django_db
