@@ -119,8 +119,8 @@ async def run(organisation_id: int, response_id: str, stop: threading.Event | No
 
 
 async def _create(call: Call, *, response_id: str) -> None:
-    """The handler of ``POST /v1/responses``, streamed, for the queued response."""
-    request = parse_request(call.body, call.headers).model_copy(update={"stream": True})
+    """The handler of ``POST /v1/responses`` for the queued response."""
+    request = parse_request(call.body, call.headers)
     await create_response(call, request, mode=Mode(background=response_id))
 
 

@@ -168,6 +168,9 @@ async def generate(call: Call, plan: Plan, mode: Mode) -> None:
     open a backend (failing over until one answers) and relay its answer."""
     exchange, model = call.exchange, plan.model
     request, draft = plan.request, plan.draft
+    # A background run streams its events to the response's log, whether or
+    # not its client streamed the POST that queued it (which its row records).
+    streamed = exchange.stream or mode.background is not None
     ahead = await auto_compact.ahead(
         call, model=model, request=request, draft=draft, affinity=plan.affinity
     )
@@ -181,13 +184,13 @@ async def generate(call: Call, plan: Plan, mode: Mode) -> None:
         dialect=first.backend.dialect,
         extra_body=first.backend.extra_body,
     )
-    base = new_translator(request, preview, plan.store, plan.response_id, quiet=not exchange.stream)
+    base = new_translator(request, preview, plan.store, plan.response_id, quiet=not streamed)
     output = call.output = Output(
         plan.compacting.translator(
             ahead.answer(base) if ahead is not None else base, compacted=mode.compacted
         ),
         preview,
-        call.responder.writer() if exchange.stream else None,
+        call.responder.writer() if streamed else None,
         plan.keep,
     )
     pinned = call.headers.get(b"x-backend-id")
@@ -200,7 +203,7 @@ async def generate(call: Call, plan: Plan, mode: Mode) -> None:
     )
     if not mode.generate:
         await _prewarm(call, output)
-    elif exchange.stream:
+    elif streamed:
         await relay_stream(call, output, upstream)
     else:
         await _relay_json(exchange, output, upstream, model.first_token_timeout)

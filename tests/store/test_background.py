@@ -67,6 +67,9 @@ def test_a_background_response_is_queued_at_once_then_completes(client, gateway)
     assert len(rows) == 1
     assert rows[0].status == 200
     assert rows[0].output_tokens == done.usage.output_tokens
+    # The client's POST was not streamed, and its row says so: the run
+    # streaming to the response's log is the server's business.
+    assert rows[0].stream is False
     # Its input items are kept like any stored response's.
     items = client.responses.input_items.list(queued.id)
     assert [item.type for item in items.data] == ["message"]
@@ -86,6 +89,7 @@ def test_a_background_stream_replays_byte_for_byte_from_any_event(client, gatewa
     assert events[-1].type == "response.completed"
     assert [e.sequence_number for e in events] == list(range(len(events)))
     response_id = events[0].response.id
+    assert [row.stream for row in usage_rows(endpoint="/responses")] == [True]
 
     headers = {"authorization": f"Bearer {acme.key}"}
     whole = gateway.http.get(f"/v1/responses/{response_id}?stream=true", headers=headers)
