@@ -14,6 +14,7 @@ from pydantic import (
     BeforeValidator,
     Discriminator,
     Field,
+    InstanceOf,
     StrictStr,
     Tag,
     WithJsonSchema,
@@ -31,7 +32,6 @@ HOSTED_ITEM_TYPES = frozenset(
         "computer_call",
         "computer_call_output",
         "image_generation_call",
-        "mcp_call",
         "mcp_list_tools",
         "mcp_approval_request",
         "mcp_approval_response",
@@ -189,6 +189,20 @@ class CompactionTriggerItem(Loose):
     type: Literal["compaction_trigger"]
 
 
+class McpCallItem(Loose):
+    """A call the gateway ran on an MCP server, sent back as history: the
+    model reads it as its own tool call and that call's result."""
+
+    type: Literal["mcp_call"]
+    id: StrictStr | None = Field(default=None, max_length=128)
+    server_label: StrictStr = Field(min_length=1, max_length=64)
+    name: StrictStr = Field(min_length=1, max_length=128)
+    arguments: StrictStr = ""
+    output: StrictStr | None = None
+    # A string, or the object some clients keep.
+    error: StrictStr | InstanceOf[dict[str, Any]] | None = None
+
+
 class HostedItem(Loose):
     """An item of a hosted tool (``web_search_call``, …): skipped with a notice."""
 
@@ -209,6 +223,7 @@ ITEM_TAGS = {
     "context_compaction": "CompactionItem",
     "compaction_trigger": "CompactionTriggerItem",
     **dict.fromkeys(HOSTED_ITEM_TYPES, "HostedItem"),
+    "mcp_call": "McpCallItem",
 }
 
 
@@ -246,6 +261,7 @@ InputItem = Annotated[
     | Annotated[ItemReference, Tag("ItemReference")]
     | Annotated[CompactionItem, Tag("CompactionItem")]
     | Annotated[CompactionTriggerItem, Tag("CompactionTriggerItem")]
+    | Annotated[McpCallItem, Tag("McpCallItem")]
     | Annotated[HostedItem, Tag("HostedItem")]
     | Annotated[HostedItem, BeforeValidator(_refuse_item), Tag("Refused")],
     Discriminator(_item_tag),

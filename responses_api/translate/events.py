@@ -91,22 +91,27 @@ def text_closed(item: Item, status: str, seal: ReasoningSeal | None) -> list[Eve
     ]
 
 
-def call_added(item: Item) -> Event:
-    return {
+def call_added(item: Item) -> list[Event]:
+    added: Event = {
         "type": "response.output_item.added",
         "output_index": item.output_index,
         "item": call_item(item, "in_progress", added=True),
     }
+    if item.kind != "mcp_call":
+        return [added]
+    base = {"item_id": item.item_id, "output_index": item.output_index}
+    return [added, {"type": "response.mcp_call.in_progress", **base}]
 
 
 def call_arguments(item: Item, arguments: str, events: list[Event]) -> None:
     """What a piece of a call's arguments shows the client: itself for a
     function call, the part of the custom tool's input it completes for a
     custom tool call (nothing for a tool search)."""
-    if item.kind == "function_call":
+    if item.kind == "function_call" or item.kind == "mcp_call":
+        kind = "function_call" if item.kind == "function_call" else "mcp_call"
         events.append(
             {
-                "type": "response.function_call_arguments.delta",
+                "type": f"response.{kind}_arguments.delta",
                 "item_id": item.item_id,
                 "output_index": item.output_index,
                 "delta": arguments,
@@ -129,10 +134,16 @@ def custom_delta(item: Item, text: str) -> Event:
 
 
 def call_closed(item: Item, status: str) -> list[Event]:
-    """A tool call ends, with its arguments (or input) whole."""
+    """A tool call ends, with its arguments (or input) whole. An MCP call's
+    arguments are whole, but the call is not done: it is ``calling`` until
+    the gateway has run it (``translate.tool_turns.mcp_result``)."""
+    base = {"item_id": item.item_id, "output_index": item.output_index}
+    if item.kind == "mcp_call":
+        item.done_item = call_item(item, "calling" if status == "completed" else status)
+        arguments = item.done_item["arguments"]
+        return [{"type": "response.mcp_call_arguments.done", **base, "arguments": arguments}]
     done = call_item(item, status)
     item.done_item = done
-    base = {"item_id": item.item_id, "output_index": item.output_index}
     events: list[Event] = []
     if item.kind == "function_call":
         events.append(

@@ -23,7 +23,7 @@ def new_id(prefix: str) -> str:
 class Item:
     """One output item as it is written."""
 
-    kind: str  # message, reasoning, function_call, custom_tool_call, tool_search_call
+    kind: str  # message, reasoning, function_call, custom_tool_call, tool_search_call, mcp_call
     output_index: int  # -1 while a call waits for the one before it to be done
     item_id: str
     text: list[str] = field(default_factory=list)
@@ -41,10 +41,12 @@ class Item:
 def new_call(call_id: str | None, chat_name: str, tools: dict[str, ToolRef]) -> Item:
     """The item a chat tool call becomes, by what its function name stands for."""
     ref = tools.get(chat_name) or ToolRef(kind="function", name=chat_name)
-    kind = {"custom": "custom_tool_call", "tool_search": "tool_search_call"}.get(
+    kind = {"custom": "custom_tool_call", "tool_search": "tool_search_call", "mcp": "mcp_call"}.get(
         ref.kind, "function_call"
     )
-    prefix = {"custom_tool_call": "ctc", "tool_search_call": "tsc"}.get(kind, "fc")
+    prefix = {"custom_tool_call": "ctc", "tool_search_call": "tsc", "mcp_call": "mcp"}.get(
+        kind, "fc"
+    )
     item = Item(
         kind,
         -1,
@@ -82,6 +84,18 @@ def call_item(item: Item, status: str, added: bool = False) -> dict[str, Any]:
             "call_id": item.call_id,
             "name": ref.name,
             "input": "" if added else _final_input(item, arguments),
+        }
+    elif item.kind == "mcp_call":
+        # The server is the tool's namespace; output and error come once it ran.
+        return {
+            "id": item.item_id,
+            "type": "mcp_call",
+            "status": status,
+            "server_label": ref.namespace,
+            "name": ref.name,
+            "arguments": arguments,
+            "output": None,
+            "error": None,
         }
     elif item.kind == "tool_search_call":
         out = {

@@ -21,30 +21,18 @@ import orjson
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import invalid
 from responses_api.protocol.items import (
-    CompactionItem,
-    CompactionTriggerItem,
-    CustomToolCallItem,
-    CustomToolCallOutputItem,
-    FunctionCallItem,
-    FunctionCallOutputItem,
-    HostedItem,
-    InputItem,
-    ItemReference,
-    MessageItem,
-    ReasoningItem,
-    ToolSearchCallItem,
     ToolSearchOutputItem,
 )
-from responses_api.protocol.tools import AllowedToolsChoice, FunctionChoice, Tool
-from responses_api.translate.content import text_of, user_content
+from responses_api.protocol.tools import AllowedToolsChoice, FunctionChoice
 from responses_api.translate.dialects import (
     REASONING_FIELD,
     apply_cache_salt,
     apply_reasoning,
     apply_tool_choice,
 )
+from responses_api.translate.history import add_item
 from responses_api.translate.messages import DRAFT_REASONING_FIELD, ChatMessages, rename_reasoning
-from responses_api.translate.sealing import ReasoningSeal, SealBroken
+from responses_api.translate.sealing import ReasoningSeal
 from responses_api.translate.tools import ChatTools, ToolRef, not_among_tools
 
 __all__ = ["ChatDraft", "ChatPlan", "ModelLimits", "build_chat_request", "prepare_chat"]
@@ -169,7 +157,7 @@ def prepare_chat(
                 for loaded in item.tools:
                     tools.add(loaded)
         for index, item in enumerate(request.input):
-            _add_item(item, index, messages, tools, limits, skipped, seal)
+            add_item(item, index, messages, tools, limits.supports_vision, skipped, seal)
 
     notices: list[dict[str, str]] = []
     if tools.dropped:
@@ -260,25 +248,6 @@ def build_chat_request(
     return draft.for_route(upstream_model=upstream_model, dialect=dialect, extra_body=extra_body)
 
 
-def _unsealed(token: str, seal: ReasoningSeal | None, index: int) -> str:
-    """The reasoning a client carried back sealed. It is what the model
-    thought, exactly, so it wins over any plaintext beside it; a token that
-    does not open is refused, never dropped: the model would lose its train
-    of thought without anyone knowing."""
-    try:
-        if seal is None:
-            raise SealBroken("no seal")
-        return seal.open(token)
-    except SealBroken:
-        raise invalid(
-            f"The encrypted_content of input[{index}] could not be verified: it was altered, "
-            "or it was issued for another organisation. Send the reasoning item back as it "
-            "was received.",
-            param=f"input[{index}].encrypted_content",
-            code="invalid_encrypted_content",
-        ) from None
-
-
 def _max_tokens(
     request: CreateResponse,
     limits: ModelLimits,
@@ -306,90 +275,3 @@ def _max_tokens(
             )
         return cap
     return wanted
-
-
-def _tool_summary(tool: Tool) -> dict[str, Any]:
-    """What a loaded tool is, as the model is told it was found."""
-    summary: dict[str, Any] = {"type": tool.type}
-    for key in ("name", "description"):
-        value = getattr(tool, key, None)
-        if value is not None:
-            summary[key] = value
-    return summary
-
-
-def _add_item(
-    item: InputItem,
-    index: int,
-    messages: ChatMessages,
-    tools: ChatTools,
-    limits: ModelLimits,
-    skipped: list[str],
-    seal: ReasoningSeal | None,
-) -> None:
-    if isinstance(item, MessageItem):
-        if item.role in {"system", "developer"}:
-            messages.system.append(text_of(item.content))
-        elif item.role == "assistant":
-            messages.add_assistant(item.content)
-        else:
-            param = f"input[{index}].content"
-            messages.add_user(user_content(item.content, param, vision=limits.supports_vision))
-    elif isinstance(item, FunctionCallItem):
-        messages.add_call(
-            {
-                "id": item.call_id,
-                "type": "function",
-                "function": {
-                    "name": tools.chat_name_for(item.name, item.namespace),
-                    "arguments": item.arguments or "{}",
-                },
-            }
-        )
-    elif isinstance(item, CustomToolCallItem):
-        messages.add_call(
-            {
-                "id": item.call_id,
-                "type": "function",
-                "function": {
-                    "name": tools.chat_name_for(item.name, item.namespace),
-                    "arguments": orjson.dumps({"input": item.input}).decode(),
-                },
-            }
-        )
-    elif isinstance(item, ToolSearchCallItem):
-        arguments = item.arguments if item.arguments is not None else {}
-        messages.add_call(
-            {
-                "id": item.call_id or item.id or f"call_ts_{index}",
-                "type": "function",
-                "function": {
-                    "name": tools.chat_name_for("tool_search", None),
-                    "arguments": arguments
-                    if isinstance(arguments, str)
-                    else orjson.dumps(arguments).decode(),
-                },
-            }
-        )
-    elif isinstance(item, FunctionCallOutputItem | CustomToolCallOutputItem):
-        messages.add_tool_result(item.call_id, text_of(item.output))
-    elif isinstance(item, ToolSearchOutputItem):
-        summary = [_tool_summary(tool) for tool in item.tools]
-        messages.add_tool_result(item.call_id or "", orjson.dumps(summary).decode())
-    elif isinstance(item, ReasoningItem):
-        if item.encrypted_content:
-            text = _unsealed(item.encrypted_content, seal, index)
-        else:
-            text = "".join(p.text for p in item.content or item.summary)
-        if text:
-            messages.pending_reasoning.append(text)
-    elif isinstance(item, ItemReference):
-        raise invalid(
-            "item_reference needs a stored response; this organisation stores nothing.",
-            param=f"input[{index}]",
-        )
-    elif isinstance(item, HostedItem):
-        skipped.append(item.type)
-    elif isinstance(item, CompactionItem | CompactionTriggerItem):
-        # Opened before translation (``translate.compaction.resolve``); never dropped.
-        raise invalid(f"input[{index}] was not compacted here.", param=f"input[{index}]")

@@ -77,6 +77,10 @@ class StreamTranslator:
         self.waiting: list[Item] = []
         self.dropped_calls: set[int] = set()
         self.usage = Usage()
+        # The backend calls before this one, when the gateway runs tools
+        # between calls (``translate.tool_turns``): their usage, and the
+        # deltas counted until this call began (output, reasoning).
+        self.earlier: tuple[Usage, int, int] | None = None
         self.finish_reason: str | None = None
         self.first_token_at: float | None = None
         self.upstream_model: str | None = None
@@ -107,10 +111,9 @@ class StreamTranslator:
         read once and checked as they are read (:data:`_TEXT_CHOICE`).
         Any other chunk (usage, tool calls, anything odd) takes the typed
         check of :func:`check_chunk` first, which would be a large share of
-        the event loop's instructions per relayed token (bench/README.md). The fast path may
-        only take chunks the typed check accepts unchanged;
-        ``tests/translate/test_chunks.py`` holds it to that. Past the
-        output cap, no chunk is read."""
+        the event loop's instructions per relayed token (bench/README.md). The fast
+        path may only take chunks the typed check accepts unchanged
+        (``tests/translate/test_chunks.py``). Past the output cap, no chunk is read."""
         if self.output_cap.reached:
             return []
         choices = data.get("choices")
@@ -276,7 +279,7 @@ class StreamTranslator:
         item.output_index = len(self.items)
         self.items.append(item)
         self.active_call = item
-        events.append(call_added(item))
+        events.extend(call_added(item))
         if item.text:
             call_arguments(item, "".join(item.text), events)
 
@@ -389,4 +392,9 @@ class StreamTranslator:
 
     def final_usage(self) -> Usage:
         output = self.output_cap
-        return self.usage.final(output.deltas, output.reasoning_deltas)
+        if self.earlier is None:
+            return self.usage.final(output.deltas, output.reasoning_deltas)
+        before, deltas, reasoning = self.earlier
+        return before.plus(
+            self.usage.final(output.deltas - deltas, output.reasoning_deltas - reasoning)
+        )

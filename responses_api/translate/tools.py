@@ -35,7 +35,7 @@ _CHAT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 class ToolRef:
     """What a chat function name stands for on the Responses side."""
 
-    kind: str  # "function", "custom" or "tool_search"
+    kind: str  # "function", "custom", "tool_search", or "mcp" (the namespace: its server)
     name: str
     namespace: str | None = None
 
@@ -115,6 +115,21 @@ class ChatTools:
             function["description"] = description
         if isinstance(tool, FunctionTool) and tool.strict is not None:
             function["strict"] = tool.strict
+        self.chat_tools.append({"type": "function", "function": function})
+
+    def add_mcp(
+        self, server_label: str, name: str, description: str, parameters: dict[str, Any]
+    ) -> None:
+        """A tool of an MCP server the gateway runs, offered to the model as
+        a function named for its server, whose call comes back as ``mcp``."""
+        if (server_label, name) in self.by_client_name:
+            return
+        chat_name = _chat_name(name, server_label, self.refs)
+        self.refs[chat_name] = ToolRef(kind="mcp", name=name, namespace=server_label)
+        self.by_client_name[(server_label, name)] = chat_name
+        function: dict[str, Any] = {"name": chat_name, "parameters": parameters}
+        if description:
+            function["description"] = description
         self.chat_tools.append({"type": "function", "function": function})
 
     def chat_name_for(self, name: str, namespace: str | None) -> str:

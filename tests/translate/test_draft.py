@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from responses_api.protocol.body import CreateResponse
+from responses_api.translate import history as translate_history
 from responses_api.translate import request as translate_request
 from responses_api.translate.request import ModelLimits, build_chat_request, prepare_chat
 
@@ -43,9 +44,9 @@ def test_for_route_translates_no_message_or_tool_again(monkeypatch):
     def translated_again(*args, **kwargs):
         raise AssertionError("translated again")
 
-    monkeypatch.setattr(translate_request, "_add_item", translated_again)
+    monkeypatch.setattr(translate_request, "add_item", translated_again)
     monkeypatch.setattr(translate_request.ChatTools, "add", translated_again)
-    monkeypatch.setattr(translate_request, "user_content", translated_again)
+    monkeypatch.setattr(translate_history, "user_content", translated_again)
     for dialect in DIALECTS:
         plan = draft.for_route(upstream_model="up", dialect=dialect, extra_body=None)
         assert plan.body["messages"] and plan.body["tools"]

@@ -1,0 +1,131 @@
+"""One response over several backend calls: the MCP tools the gateway runs.
+
+When a request offers the tools of an MCP server (README, "MCP tools"),
+the gateway lists them first (an ``mcp_list_tools`` item per server), the
+model calls them as functions, and the gateway runs each call and asks the
+model again with the results, until it answers without calling one. All of
+it is one response, translated by one :class:`StreamTranslator`: its items
+and ``output_index`` go on from call to call, and its usage adds up.
+
+The model's call of an MCP tool becomes an ``mcp_call`` item as it streams
+(``translate.items``): its arguments arrive as ``response.mcp_call_arguments``
+events and, once whole, the item waits as ``calling``
+(:func:`waiting_calls`) until the gateway has run it (:func:`mcp_result`).
+
+Pure, like the rest of ``translate``: the gateway's loop does the I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from responses_api.translate.events import Event
+from responses_api.translate.items import Item, new_id
+from responses_api.translate.stream import StreamTranslator
+from responses_api.translate.token_usage import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTool:
+    """A tool an MCP server listed, as the ``mcp_list_tools`` item shows it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool = False
+
+    def shown(self) -> dict[str, Any]:
+        tool: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description or None,
+            "input_schema": self.input_schema,
+        }
+        if self.read_only:
+            tool["annotations"] = {"read_only": True}
+        return tool
+
+
+def list_tools(
+    translator: StreamTranslator,
+    server_label: str,
+    tools: Sequence[ListedTool],
+    error: str | None = None,
+) -> list[Event]:
+    """An ``mcp_list_tools`` item, whole: what the server listed (the tools
+    the request allows), or why it could not."""
+    item = Item("mcp_list_tools", len(translator.items), new_id("mcpl"), closed=True)
+    translator.items.append(item)
+    done: dict[str, Any] = {
+        "id": item.item_id,
+        "type": "mcp_list_tools",
+        "server_label": server_label,
+        "tools": [tool.shown() for tool in tools],
+    }
+    if error is not None:
+        done["error"] = error
+    item.done_item = done
+    base = {"item_id": item.item_id, "output_index": item.output_index}
+    added = {**done, "tools": []}
+    return [
+        {"type": "response.output_item.added", "output_index": item.output_index, "item": added},
+        {"type": "response.mcp_list_tools.in_progress", **base},
+        {"type": f"response.mcp_list_tools.{'failed' if error else 'completed'}", **base},
+        {"type": "response.output_item.done", "output_index": item.output_index, "item": done},
+    ]
+
+
+def waiting_calls(translator: StreamTranslator) -> list[Item]:
+    """The MCP calls the last backend call made, whole, not yet run."""
+    return [
+        item
+        for item in translator.items
+        if item.kind == "mcp_call"
+        and item.done_item is not None
+        and item.done_item["status"] == "calling"
+    ]
+
+
+def mcp_result(item: Item, *, output: str | None = None, error: str | None = None) -> list[Event]:
+    """The call has run: its output, or the error that ended it."""
+    assert item.done_item is not None
+    done = {
+        **item.done_item,
+        "status": "failed" if error is not None else "completed",
+        "output": output if error is None else None,
+        "error": error,
+    }
+    item.done_item = done
+    base = {"item_id": item.item_id, "output_index": item.output_index}
+    return [
+        {"type": f"response.mcp_call.{'failed' if error is not None else 'completed'}", **base},
+        {"type": "response.output_item.done", "output_index": item.output_index, "item": done},
+    ]
+
+
+def mcp_output_text(output: str | None, error: object) -> str:
+    """What the model reads as an MCP call's result: its output, or what
+    went wrong (a string, or an error object as some clients keep it)."""
+    if error is None:
+        return output or ""
+    if isinstance(error, dict):
+        error = error.get("message") or orjson.dumps(error).decode()
+    return f"The tool call failed: {error}"
+
+
+def next_call(translator: StreamTranslator) -> None:
+    """Ready the translator for the backend's next answer in this response,
+    once the items of this one are closed (``close_items``): the items so
+    far stay, the state of one answer (its tool-call indexes, finish
+    reason, usage) starts again, and the usage so far is kept."""
+    output = translator.output_cap
+    before, deltas, reasoning = translator.earlier or (Usage(), 0, 0)
+    this = translator.usage.final(output.deltas - deltas, output.reasoning_deltas - reasoning)
+    translator.earlier = (before.plus(this), output.deltas, output.reasoning_deltas)
+    translator.usage = Usage()
+    translator.calls = {}
+    translator.dropped_calls = set()
+    translator.finish_reason = None
