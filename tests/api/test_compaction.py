@@ -189,12 +189,11 @@ def test_compact_refuses_unknown_fields_and_an_empty_conversation(gateway, acme)
     assert sorted(row.status for row in rows) == [400, 400]
 
 
-def test_the_readme_states_the_summarisation_prompt_as_sent():
+def test_the_docs_state_the_summarisation_prompt_as_sent():
     from tests.conftest import ROOT
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Compaction") : readme.index("## Stored responses")]
-    quoted = " ".join(line[2:] for line in section.splitlines() if line.startswith("> "))
+    page = (ROOT / "docs" / "api" / "compaction.md").read_text()
+    quoted = " ".join(line[2:] for line in page.splitlines() if line.startswith("> "))
     assert quoted == SUMMARY_PROMPT
 
 
