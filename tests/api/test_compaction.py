@@ -1,4 +1,4 @@
-"""Compaction through the OpenAI SDK (README, "Compaction"): ``responses.compact``,
+"""Compaction through the OpenAI SDK (docs/api/compaction.md): ``responses.compact``,
 ``compaction_trigger`` as the last input item, and the sealed ``compaction``
 item given back to the backend as its summary, exactly."""
 
@@ -210,7 +210,7 @@ MALFORMED = [
     (b'{"model": "sim-model", "input": [{"type": "compaction_trigger"}]}', "application/json", 400),
     (b'{"model": "nope", "input": "hi"}', "application/json", 404),
     (b'{"model": "sim-model", "input": "hi", "tools": 3}', "application/json", 400),
-    # Nested deeper than any request may be (README, "Responses API compatibility").
+    # Nested deeper than any request may be (docs/api/responses.md).
     (b'{"model": "sim-model", "input": "hi", "tools": ' + DEEP + b"}", "application/json", 400),
     (
         b'{"model": "sim-model", "input": "hi", "tool_choice": ' + DEEP + b"}",
