@@ -1,4 +1,4 @@
-# One command each: run, test, lint, typecheck, fix, bench. CI calls the same ones.
+# One command each: run, test, lint, typecheck, fix, bench, docs. CI calls the same ones.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
