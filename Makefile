@@ -1,9 +1,9 @@
-# One command each: run, test, lint, typecheck, fix, bench. CI calls the same ones.
+# One command each: run, test, lint, typecheck, fix, bench, docs. CI calls the same ones.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install run test lint typecheck fix bench bench-console
+.PHONY: install run test lint typecheck fix bench bench-console docs docs-build
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,17 @@ bench: install
 # 127.0.0.1) and times the pages. BENCH_ARGS="--rows 10000000" for 10 M rows.
 bench-console: install
 	$(PY) bench/console.py $(BENCH_ARGS)
+
+# The documentation site (mkdocs.yml, docs/): served at http://127.0.0.1:8001
+# while you edit it; docs-build builds it as CI does, --strict (a broken link
+# or a page missing from the navigation fails), into a directory that is
+# then removed.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
+
+docs-build: install
+	site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir "$$site"
 
 fix: install
 	$(VENV)/bin/ruff check --fix .

@@ -4,7 +4,7 @@ usage, with the helpers defined here).
 
 Every ``get_<thing>_for_member`` filters by the member's organisation first,
 so another organisation's object is a 404 exactly like a missing one; only
-then is the role checked (403). Roles (README, "Console"):
+then is the role checked (403). Roles (docs/admin/console.md):
 
 ======================  =====  =====  =========  ======
 capability              owner  admin  developer  viewer

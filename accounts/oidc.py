@@ -1,4 +1,4 @@
-"""Single sign-on to the console with OpenID Connect (README, "Single sign-on").
+"""Single sign-on to the console with OpenID Connect (docs/admin/sso.md).
 
 ``mozilla-django-oidc`` runs the authorization code flow (state, nonce, PKCE,
 the ID token's signature); this module decides who the identity is and where

@@ -1,7 +1,7 @@
 """Which organisations, with which role, a single sign-on identity joins.
 
 Rules come from the environment (``SWITCHYARD_OIDC_DOMAINS`` and
-``SWITCHYARD_OIDC_GROUPS``, README "Single sign-on"): comma-separated entries
+``SWITCHYARD_OIDC_GROUPS``, docs/admin/sso.md): comma-separated entries
 ``KEY=ORGANISATION:ROLE``, the key being an e-mail domain or a value of the
 groups claim. ``config/settings.py`` parses them when it loads, so a typo
 stops the process at start-up instead of refusing people at sign-in; hence

@@ -1,5 +1,5 @@
-"""WebSocket mode against Server-Sent Events, in the same run (README,
-"WebSocket mode"): the gateway's CPU per turn, a turn being one streamed
+"""WebSocket mode against Server-Sent Events, in the same run (docs/api/websocket.md):
+the gateway's CPU per turn, a turn being one streamed
 response to the same request.
 
 Over SSE each turn is a ``POST /v1/responses`` on a kept-alive connection

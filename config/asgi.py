@@ -22,7 +22,7 @@ from responses_api.runtime import telemetry  # noqa: E402
 
 # Under daphne, SIGTERM drains the open exchanges before the process stops.
 draining.install()
-# Traces when an OTLP endpoint is configured (README, "Traces (OpenTelemetry)").
+# Traces when an OTLP endpoint is configured (docs/operations/traces.md).
 telemetry.install()
 
 api_application = ApiConsumer()
@@ -40,7 +40,7 @@ async def http_application(scope: dict[str, Any], receive: Receive, send: Send) 
 
 
 guarded_django = guarded(django_application)
-# WebSocket mode of /v1/responses (README, "WebSocket mode"); the socket
+# WebSocket mode of /v1/responses (docs/api/websocket.md); the socket
 # refuses any other path with an error frame.
 application = ProtocolTypeRouter({"http": http_application, "websocket": ResponsesSocket()})
 

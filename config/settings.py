@@ -150,7 +150,7 @@ DATABASES = {
     "default": env.db_url_config(settings_stores.database_url(secret, BASE_DIR / "db.sqlite3"))
 }
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
-# PostgreSQL reached through PgBouncer in transaction pooling (platform/README.md).
+# PostgreSQL reached through PgBouncer in transaction pooling (docs/operations/postgresql.md).
 if env.bool("SWITCHYARD_PGBOUNCER", default=False):
     behind_pgbouncer(DATABASES["default"])
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
@@ -261,7 +261,7 @@ LOGGING = {
 
 # Prometheus metrics at /metrics, for requests bearing this token. Without a
 # token /metrics answers 404. Several processes on one machine share
-# PROMETHEUS_MULTIPROC_DIR (see platform/README.md).
+# PROMETHEUS_MULTIPROC_DIR (see docs/operations/metrics.md).
 METRICS_TOKEN = secret("METRICS_TOKEN") or ""
 
 # --- Switchyard -------------------------------------------------------------
@@ -325,7 +325,7 @@ SWITCHYARD_LOGIN_WINDOW_SECONDS = env.int("SWITCHYARD_LOGIN_WINDOW_SECONDS", def
 # Interval of repeated response.in_progress events while a stream waits.
 SWITCHYARD_KEEPALIVE_SECONDS = env.float("SWITCHYARD_KEEPALIVE_SECONDS", default=10.0)
 SWITCHYARD_QUEUE_TIMEOUT = env.float("SWITCHYARD_QUEUE_TIMEOUT", default=30.0)
-# Background responses (README): "celery" or "local" (empty: celery with Redis).
+# Background responses (docs/api/background.md): "celery" or "local" (empty: celery with Redis).
 SWITCHYARD_BACKGROUND_RUNNER = env.str("SWITCHYARD_BACKGROUND_RUNNER", default="")
 SWITCHYARD_BACKGROUND_TTL_SECONDS = env.int("SWITCHYARD_BACKGROUND_TTL_SECONDS", default=86400)
 SWITCHYARD_BACKGROUND_LEASE_SECONDS = env.float("SWITCHYARD_BACKGROUND_LEASE_SECONDS", default=10.0)

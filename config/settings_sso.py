@@ -1,5 +1,5 @@
 """The console's sign-in settings: single sign-on with OpenID Connect and
-whether passwords are still accepted (README, "Single sign-on").
+whether passwords are still accepted (docs/admin/sso.md).
 
 Read by ``config/settings.py``; kept apart so that the one place that turns
 ``SWITCHYARD_OIDC_*`` into a configuration, refusing what cannot work, reads

@@ -66,7 +66,7 @@ def database_url(
     instead, when set. Behind PgBouncer in transaction pooling a migration's
     locks and its session settings may land on different server connections,
     so migrations take a direct address of their own, which no other command
-    and no server process reads (platform/README.md, "PostgreSQL"). Neither
+    and no server process reads (docs/operations/postgresql.md). Neither
     set: the embedded SQLite file ``sqlite``."""
     argv = sys.argv if argv is None else argv
     command = argv[1] if len(argv) > 1 and Path(argv[0]).name in MANAGE else ""

@@ -15,7 +15,7 @@ importing ``a.b.c`` also imports the packages ``a`` and ``a.b`` (their
   ``admin_api`` sit side by side and import neither each other), and none
   imports ``config``;
 - upward imports between the layers inside ``responses_api`` (``PARTS``, the
-  README's "Architecture"), by the same rule. The app's own top-level modules
+  docs/reference/architecture.md), by the same rule. The app's own top-level modules
   other than ``models`` (``apps``, ``tasks``, ``views``, ``admin``, the
   management commands) wire the parts together and sit above them all; a
   sub-package that is not placed in ``PARTS`` is reported.

@@ -13,7 +13,7 @@ from responses_api.models import REASONING_LEVELS, Backend, ServedModel
 
 
 def _private_help() -> str:
-    """What the flag adds to the platform's own policy (README, "Backend addresses")."""
+    """What the flag adds to the platform's own policy (docs/admin/backends.md)."""
     from django.conf import settings
 
     if settings.SWITCHYARD_BACKEND_ALLOW_PRIVATE:

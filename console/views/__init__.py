@@ -1,2 +1,2 @@
-"""The web console (README, "Console"): one module per area; access goes through
+"""The web console (docs/admin/console.md): one module per area; access goes through
 :mod:`accounts.access` and :mod:`responses_api.access.objects`."""

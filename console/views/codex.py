@@ -1,4 +1,4 @@
-"""“Use with Codex”: the Codex CLI files for one API key (README, "Codex CLI")."""
+"""“Use with Codex”: the Codex CLI files for one API key (docs/api/codex.md)."""
 
 from __future__ import annotations
 

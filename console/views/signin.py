@@ -1,5 +1,5 @@
 """Signing in to the console: the password form, single sign-on through the
-identity provider (README, "Single sign-on"), and the page that says why a
+identity provider (docs/admin/sso.md), and the page that says why a
 sign-in was refused.
 
 The two single sign-on views are ``mozilla-django-oidc``'s (state, nonce and

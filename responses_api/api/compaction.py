@@ -1,4 +1,4 @@
-"""Compaction at the edge (README, "Compaction"): ``POST /v1/responses/compact``,
+"""Compaction at the edge (docs/api/compaction.md): ``POST /v1/responses/compact``,
 ``POST /v1/responses/input_tokens``, and what ``POST /v1/responses`` does
 with compaction items and ``compaction_trigger``.
 

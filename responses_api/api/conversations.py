@@ -1,4 +1,4 @@
-"""The Conversations API (``/v1/conversations``, README "Conversations"), as
+"""The Conversations API (``/v1/conversations``, docs/api/conversations.md), as
 OpenAI's: a conversation, its metadata, and its items.
 
 Only organisations that store responses have conversations: for the others

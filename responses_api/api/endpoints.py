@@ -1,5 +1,5 @@
 """The API's handlers other than ``POST /v1/responses``: models,
-and the stored responses of an organisation that keeps them (README, "Stored responses")."""
+and the stored responses of an organisation that keeps them (docs/api/stored-responses.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Choosing a backend for a request (README, "Routing, limits and usage guarantees").
+"""Choosing a backend for a request (docs/operations/routing.md).
 
 Eligible: enabled, not offline, serving the model, below its concurrency
 limit. Among those the least loaded wins; a conversation (``prompt_cache_key``

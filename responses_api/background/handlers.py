@@ -1,4 +1,4 @@
-"""Background responses on the web side (README, "Background responses").
+"""Background responses on the web side (docs/api/background.md).
 
 ``POST /v1/responses`` with ``background: true`` is checked as any request
 (the model, what it continues, its input, its caller's limits:

@@ -1,7 +1,7 @@
 """The web process's own worker for background responses (the embedded
 default, and ``SWITCHYARD_BACKGROUND_RUNNER=local``): a thread with an
 event loop of its own, so that the responses outlive the requests that
-queued them (README, "Background responses").
+queued them (docs/api/background.md).
 
 At most ``SWITCHYARD_BACKGROUND_LOCAL_CONCURRENCY`` responses run at once
 (each holds a backend request and its memory); the others wait queued, in

@@ -1,4 +1,4 @@
-"""Running a background response, wherever it runs (README, "Background responses").
+"""Running a background response, wherever it runs (docs/api/background.md).
 
 A worker (a Celery task, or in the embedded default a thread of the web
 process) runs the queued request through the same runner and handler as

@@ -1,4 +1,4 @@
-"""The Codex kit (README, "Codex CLI"): the files that point the Codex CLI
+"""The Codex kit (docs/api/codex.md): the files that point the Codex CLI
 (0.171) at Switchyard with one API key. The two TOML files, the provider's
 ``config.toml`` and the ``switchyard.config.toml`` profile, are written here,
 line by line with the sentence the console shows beside each; the third,

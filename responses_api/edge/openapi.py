@@ -241,7 +241,7 @@ def _request_schemas() -> dict[str, Any]:
         }
     schema["description"] = (
         "Create a response. Fields are those of OpenAI's Responses API; "
-        "unknown fields are refused. See the README for what each field does here."
+        "unknown fields are refused. docs/api/responses.md says what each field does here."
     )
     return {"CreateResponse": schema, **definitions}
 

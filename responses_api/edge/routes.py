@@ -117,7 +117,7 @@ CONVERSATION_ROUTES = tuple(
 
 
 # WebSocket mode, which OpenAPI cannot describe as an operation: the upgrade
-# of GET /responses (README, "WebSocket mode").
+# of GET /responses (docs/api/websocket.md).
 WEBSOCKET_MODE: Mapping[str, Any] = {
     "summary": "Create responses over one WebSocket (GET /responses, upgraded)",
     "description": (

@@ -12,7 +12,7 @@ A request that makes no backend generate (``generate: false``, the input
 token count) is admitted under the rate limits only: one request, no
 tokens, and no spend hold. A background response is checked when it is
 created (:func:`check`) and admitted again, holding its spend, when a
-worker runs it (README, "Background responses").
+worker runs it (docs/api/background.md).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from responses_api.translate.request import ChatDraft
 
 # The output a request reserves under a budget when neither it nor its model
-# limits the output (README, "Spend limits").
+# limits the output (docs/admin/budgets.md).
 UNLIMITED_OUTPUT_RESERVE = 4096
 
 

@@ -1,4 +1,4 @@
-"""Compacting ahead of an answer (README, "Compaction"): a request whose
+"""Compacting ahead of an answer (docs/api/compaction.md): a request whose
 ``context_management`` threshold its input passes is summarised first, by
 its own model, and answered from the summary and its last turn; the
 answer's first output item is the compaction item, and a notice says so.

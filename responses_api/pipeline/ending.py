@@ -21,7 +21,7 @@ from responses_api.pipeline.draining import shutting_down
 from responses_api.pipeline.failures import failure
 from responses_api.protocol.errors import ApiError
 
-# The `error.code` a stream's `response.failed` may carry (README, "Responses API compatibility").
+# The `error.code` a stream's `response.failed` may carry (docs/api/responses.md).
 STREAM_FAILURE_CODES = frozenset({"server_error", "rate_limit_exceeded", "invalid_prompt"})
 # Characters of output past which a stream's closing events go out one by one.
 LONG_ANSWER = 64 * 1024

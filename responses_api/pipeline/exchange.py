@@ -253,7 +253,7 @@ class Exchange:
         return output / (generation / 1000) if generation > 0 else None
 
     def extras(self) -> dict[str, Any]:
-        """The response body's ``switchyard`` object (README, "Calling the API")."""
+        """The response body's ``switchyard`` object (docs/api/index.md)."""
         duration = self.duration_ms()
         backend = self.backend
         timing = self.timing

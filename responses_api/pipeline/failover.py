@@ -1,5 +1,4 @@
-"""Opening a request on a backend, failing over to another (README,
-"Routing, limits and usage guarantees").
+"""Opening a request on a backend, failing over to another (docs/operations/routing.md).
 
     async with failover.upstream(exchange, draft=draft, model=model) as attempt:
         ...  # relay attempt.answer

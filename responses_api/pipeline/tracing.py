@@ -1,5 +1,5 @@
-"""A request's trace, from what its exchange recorded (README, "Traces
-(OpenTelemetry)"; ``runtime/telemetry.py`` says how spans are made).
+"""A request's trace, from what its exchange recorded (docs/operations/traces.md;
+``runtime/telemetry.py`` says how spans are made).
 
 The request span follows the OpenTelemetry GenAI semantic conventions
 (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/): the

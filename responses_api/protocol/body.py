@@ -1,6 +1,6 @@
 """The request body of ``POST /v1/responses``, validated once at the edge.
 
-The README ("Responses API compatibility") says what each field does.
+docs/api/responses.md says what each field does.
 Unknown top-level fields are refused; the input items and the tools, which
 are lenient, have modules of their own (``protocol.items``,
 ``protocol.tools``). Parameters this server does not serve are refused with
@@ -81,7 +81,7 @@ class TextConfig(Strict):
 
 class ContextManagement(Strict):
     """Compact the conversation first when its input passes ``compact_threshold``
-    tokens (README, "Compaction")."""
+    tokens (docs/api/compaction.md)."""
 
     type: Literal["compaction"]
     compact_threshold: StrictInt | None = Field(default=None, ge=1, le=MAX_INT)

@@ -1,5 +1,5 @@
 """The request bodies of ``POST /v1/responses/compact`` and
-``POST /v1/responses/input_tokens`` (README, "Compaction"), validated once
+``POST /v1/responses/input_tokens`` (docs/api/compaction.md), validated once
 at the edge like ``CreateResponse``. Each becomes a ``POST /v1/responses``
 body (``api.compaction``); the fields a summary or a count has no use
 for are accepted as the OpenAI SDK and Codex send them, and dropped.

@@ -1,4 +1,4 @@
-"""Prometheus metrics (``GET /metrics``, README, "Operating it"), with the official client.
+"""Prometheus metrics (``GET /metrics``, docs/operations/metrics.md), with the official client.
 
 Per-request metrics are recorded in one place, :func:`request_observe`, when
 the usage row is submitted (``relay.Exchange.submit``): a handful of counter
@@ -9,7 +9,7 @@ time, so every process reports the same (the Celery health task writes it).
 Several processes behind one scrape address (systemd units behind nginx) share
 ``PROMETHEUS_MULTIPROC_DIR``: the client then keeps values in files there and
 :func:`exposition` merges them. The directory must be empty when the processes
-start (see platform/README.md). On Kubernetes each pod is scraped on its own
+start (see docs/operations/metrics.md). On Kubernetes each pod is scraped on its own
 and needs none of that.
 """
 

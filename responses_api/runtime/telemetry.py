@@ -1,4 +1,4 @@
-"""OpenTelemetry traces of API requests (README, "Traces (OpenTelemetry)").
+"""OpenTelemetry traces of API requests (docs/operations/traces.md).
 
 Off unless ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``…_TRACES_ENDPOINT``) is
 set. Off, :data:`tracer` stays None, the SDK's tracing and the exporter

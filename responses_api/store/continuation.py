@@ -1,5 +1,5 @@
 """Stored state on the request path: what a request continues, and what of
-it is kept (README, "Stored responses").
+it is kept (docs/api/stored-responses.md).
 
 Before translation, :func:`prepare` gives the backend the whole
 conversation: the chain ending at ``previous_response_id`` (each earlier

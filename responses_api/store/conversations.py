@@ -1,4 +1,4 @@
-"""Conversations (README, "Conversations"): the one place that reads and writes them.
+"""Conversations (docs/api/conversations.md): the one place that reads and writes them.
 
 A conversation belongs to an organisation whose retention policy is
 ``store``. Its metadata and each of its items are sealed at rest

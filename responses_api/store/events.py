@@ -1,5 +1,5 @@
 """What a background response shares between the web processes and the
-worker running it (README, "Background responses").
+worker running it (docs/api/background.md).
 
 Per response, keyed by organisation and id (another organisation's id
 names nothing here): its job (what the worker needs to run it), its state

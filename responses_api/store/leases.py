@@ -1,4 +1,4 @@
-"""Who runs a background response (README, "Background responses"): its
+"""Who runs a background response (docs/api/background.md): its
 state, its worker's lease, and the fencing token that makes a worker's
 writes safe after it lost the lease.
 

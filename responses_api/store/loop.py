@@ -1,6 +1,6 @@
 """Stored responses written from the event loop's own thread.
 
-A stored response is written before its answer goes out (README, "Stored responses"). From
+A stored response is written before its answer goes out (docs/api/stored-responses.md). From
 a worker thread, that write cost more than the write itself: the hop there
 and back, each side waiting for the other to let go of the interpreter,
 and the worker's cold caches — at concurrency 1, several times the write's

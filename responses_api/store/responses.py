@@ -1,4 +1,4 @@
-"""Stored responses (README, "Stored responses"): the one place that reads and writes them.
+"""Stored responses (docs/api/stored-responses.md): the one place that reads and writes them.
 
 An organisation whose retention policy is ``store`` keeps each response
 created with ``store`` true, encrypted at rest (``responses_api.runtime.secrets``),

@@ -1,4 +1,4 @@
-"""Compaction (README, "Compaction"): a conversation summarised by its own
+"""Compaction (docs/api/compaction.md): a conversation summarised by its own
 model, carried by the client as one sealed ``compaction`` item.
 
 A request asks for it with ``compaction_trigger`` as its last input item

@@ -1,7 +1,6 @@
 """How each kind of inference server wants thinking switched and budgeted.
 
-The dialect decides how reasoning and thinking budgets are passed (README,
-"Use with llama.cpp / vLLM / Ollama / SGLang").
+The dialect decides how reasoning and thinking budgets are passed (docs/api/backends.md).
 Pure functions on the chat request body; no I/O.
 
 What each server accepts (from their OpenAI-compatible request models; all

@@ -1,4 +1,4 @@
-"""How much of an answer the gateway holds (README, "Limits").
+"""How much of an answer the gateway holds (docs/operations/limits.md).
 
 A backend is asked for at most ``max_tokens`` tokens, but nothing makes it
 stop there, and what it sends is kept until the response ends: the text of

@@ -1,4 +1,4 @@
-"""Responses request → Chat Completions request (README, "Responses API compatibility").
+"""Responses request → Chat Completions request (docs/api/responses.md).
 
 Sans-I/O: takes a :class:`CreateResponse`, already validated and typed at the
 edge, and what is known about the model, and builds the chat request in two

@@ -1,4 +1,4 @@
-"""The Responses ``response`` object (README, "Responses API compatibility").
+"""The Responses ``response`` object (docs/api/responses.md).
 
 Every field of OpenAI's ``Response`` and the Open Responses
 ``ResponseResource`` is present with an honest value; settings are echoed as

@@ -1,4 +1,4 @@
-"""Chat Completions chunks → Responses stream events (README, "Responses API compatibility").
+"""Chat Completions chunks → Responses stream events (docs/api/responses.md).
 
 A small state machine: :meth:`StreamTranslator.feed` takes one decoded chat
 chunk and returns the Responses events it implies; :meth:`finish` closes the

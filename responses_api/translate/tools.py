@@ -1,4 +1,4 @@
-"""Responses tools → chat tools, and ``tool_choice`` (README, "Responses API compatibility").
+"""Responses tools → chat tools, and ``tool_choice`` (docs/api/responses.md).
 
 Function, custom and client ``tool_search`` tools become chat functions;
 namespace tools become one function per inner tool, named so the call maps

@@ -1,4 +1,4 @@
-"""Rate limits per API key and per organisation (README, "Routing, limits and usage guarantees").
+"""Rate limits per API key and per organisation (docs/admin/budgets.md).
 
 Three limits, each optional, on the key (``ApiKey.rpm/tpm/concurrency``) and
 on the organisation as a whole, all of its keys together

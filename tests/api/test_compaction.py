@@ -1,4 +1,4 @@
-"""Compaction through the OpenAI SDK (README, "Compaction"): ``responses.compact``,
+"""Compaction through the OpenAI SDK (docs/api/compaction.md): ``responses.compact``,
 ``compaction_trigger`` as the last input item, and the sealed ``compaction``
 item given back to the backend as its summary, exactly."""
 
@@ -189,12 +189,11 @@ def test_compact_refuses_unknown_fields_and_an_empty_conversation(gateway, acme)
     assert sorted(row.status for row in rows) == [400, 400]
 
 
-def test_the_readme_states_the_summarisation_prompt_as_sent():
+def test_the_docs_state_the_summarisation_prompt_as_sent():
     from tests.conftest import ROOT
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Compaction") : readme.index("## Stored responses")]
-    quoted = " ".join(line[2:] for line in section.splitlines() if line.startswith("> "))
+    page = (ROOT / "docs" / "api" / "compaction.md").read_text()
+    quoted = " ".join(line[2:] for line in page.splitlines() if line.startswith("> "))
     assert quoted == SUMMARY_PROMPT
 
 
@@ -211,7 +210,7 @@ MALFORMED = [
     (b'{"model": "sim-model", "input": [{"type": "compaction_trigger"}]}', "application/json", 400),
     (b'{"model": "nope", "input": "hi"}', "application/json", 404),
     (b'{"model": "sim-model", "input": "hi", "tools": 3}', "application/json", 400),
-    # Nested deeper than any request may be (README, "Responses API compatibility").
+    # Nested deeper than any request may be (docs/api/responses.md).
     (b'{"model": "sim-model", "input": "hi", "tools": ' + DEEP + b"}", "application/json", 400),
     (
         b'{"model": "sim-model", "input": "hi", "tool_choice": ' + DEEP + b"}",

@@ -1,5 +1,5 @@
 """``context_management: [{"type": "compaction", "compact_threshold": N}]``
-(README, "Compaction"): an input past N tokens is compacted before it is
+(docs/api/compaction.md): an input past N tokens is compacted before it is
 answered, and the response says so."""
 
 from __future__ import annotations

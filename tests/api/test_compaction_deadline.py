@@ -1,4 +1,4 @@
-"""The summary an automatic compaction writes first (README, "Compaction"):
+"""The summary an automatic compaction writes first (docs/api/compaction.md):
 it has the first-token deadline of any answer, and the backend's
 tokenizer is asked only when the input could reach the threshold.
 

@@ -1,5 +1,5 @@
 """Compaction in organisations that store responses and in those that store
-nothing (README, "Compaction"): ``previous_response_id`` in
+nothing (docs/api/compaction.md): ``previous_response_id`` in
 ``responses.compact`` is the caller's own chain or a 400, and a ZDR
 organisation compacts without anything being kept."""
 

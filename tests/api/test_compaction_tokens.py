@@ -1,6 +1,5 @@
-"""``POST /v1/responses/input_tokens`` through the OpenAI SDK (README,
-"Compaction"): the backend's own count where it has a tokenizer, else the
-stated estimate."""
+"""``POST /v1/responses/input_tokens`` through the OpenAI SDK (docs/api/compaction.md):
+the backend's own count where it has a tokenizer, else the stated estimate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A backend's output cannot set the gateway's memory (README, "Limits").
+"""A backend's output cannot set the gateway's memory (docs/operations/limits.md).
 
 A hostile backend answers 256 MiB: as a chat stream, as one JSON body, or
 as a stream whose first chunk claims one output token. The gateway reads

@@ -1,4 +1,4 @@
-"""WebSocket mode (README, "WebSocket mode"): ``response.create`` frames on
+"""WebSocket mode (docs/api/websocket.md): ``response.create`` frames on
 one socket to ``/v1/responses``, through the OpenAI SDK's
 ``responses.connect()`` and, for frames the SDK would not send, the
 ``websockets`` client. A live daphne serves them (a WebSocket needs a real

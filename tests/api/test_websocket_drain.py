@@ -1,4 +1,4 @@
-"""SIGTERM to a daphne process holding WebSockets (README, "WebSocket mode"):
+"""SIGTERM to a daphne process holding WebSockets (docs/api/websocket.md):
 an idle socket gets ``server_shutting_down`` and a clean close at once; a
 socket whose response is under way gets that response whole (it finishes
 within the grace period), then the same error and the close; every turn

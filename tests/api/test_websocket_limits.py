@@ -1,4 +1,5 @@
-"""The bounds of WebSocket mode (README, "WebSocket mode" and "Limits"): a
+"""The bounds of WebSocket mode (docs/api/websocket.md and
+docs/operations/limits.md): a
 frame over the size cap, and the sockets one key and one organisation may
 hold open. A live daphne serves them, the ``websockets`` client connects;
 its ``/healthz`` answers while each is refused, and after."""

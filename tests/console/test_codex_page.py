@@ -1,4 +1,4 @@
-"""“Use with Codex” for an API key (README, "Codex CLI")."""
+"""“Use with Codex” for an API key (docs/api/codex.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What each role may do (README, "Console"): owners and admins manage;
+"""What each role may do (docs/admin/console.md): owners and admins manage;
 developers create keys and revoke their own; viewers read."""
 
 import pytest

@@ -1,7 +1,7 @@
 """A monthly budget holds across web processes: 200 requests sent at once
 through four daphne processes sharing PostgreSQL and Redis, against an
 organisation whose budget pays for a handful of them, spend at most the
-budget plus one request's reservation (README, "Spend limits"). Without
+budget plus one request's reservation (docs/admin/budgets.md). Without
 the reservation every request of the burst would see the same untouched
 budget and all would be served."""
 

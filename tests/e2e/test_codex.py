@@ -1,4 +1,4 @@
-"""The real Codex CLI against Switchyard and the simulator (README, "Codex CLI").
+"""The real Codex CLI against Switchyard and the simulator (docs/api/codex.md).
 
 The binary comes from ``scripts/install-codex.sh`` (npm). Without it the tests
 skip, except under CI (``CI=true``), where the script is run and a missing

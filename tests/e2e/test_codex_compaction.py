@@ -1,4 +1,4 @@
-"""The real Codex CLI compacting a long session on Switchyard (README, "Compaction").
+"""The real Codex CLI compacting a long session on Switchyard (docs/api/compaction.md).
 
 The kit's provider (``codex_config``) is one Codex compacts remotely: with a
 low ``model_auto_compact_token_limit``, a session that passes it mid-task

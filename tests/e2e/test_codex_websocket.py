@@ -1,4 +1,4 @@
-"""The real Codex CLI in WebSocket mode (README, "WebSocket mode"): the
+"""The real Codex CLI in WebSocket mode (docs/api/websocket.md): the
 kit's ``config.toml`` turns it on (``supports_websockets``), and a task's
 requests then reach Switchyard as ``response.create`` frames on a socket,
 each with its usage row (method ``WS``), instead of HTTP streams."""

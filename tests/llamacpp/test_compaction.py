@@ -1,6 +1,6 @@
-"""Compaction and input token counts against a real llama-server (README,
-"Compaction"): its tokenizer counts the input, and its own answer to the
-summarisation prompt is the summary the compaction item seals."""
+"""Compaction and input token counts against a real llama-server (docs/api/compaction.md):
+its tokenizer counts the input, and its own answer to the summarisation prompt is
+the summary the compaction item seals."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``SWITCHYARD_MIGRATE_DATABASE_URL``: the address ``manage.py migrate`` uses
 instead of ``DATABASE_URL``, so that migrations reach PostgreSQL directly
-while everything else goes through PgBouncer (platform/README.md,
-"PostgreSQL"). Run as the systemd unit and the Kubernetes Job run it."""
+while everything else goes through PgBouncer (docs/operations/postgresql.md).
+Run as the systemd unit and the Kubernetes Job run it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A WebSocket turn during a Redis outage (README, "WebSocket mode"): the
+"""A WebSocket turn during a Redis outage (docs/api/websocket.md): the
 same 503 ``unavailable`` error an HTTP request gets, as an error frame; the
 socket stays open, and its next turn is served once Redis is back.
 

@@ -1,4 +1,4 @@
-"""No spend hold outlives its request (README, "Spend limits"): whatever
+"""No spend hold outlives its request (docs/admin/budgets.md): whatever
 ends it (an answer, a backend's failure or silence, the client leaving, a
 refusal after admission, a bug in the relay or in the ending itself, a
 WebSocket closed mid-turn, a background run done, cancelled or failed, a

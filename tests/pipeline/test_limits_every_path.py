@@ -1,6 +1,6 @@
 """Every request that makes a backend generate goes through the limits of
-``POST /v1/responses`` (README, "Spend limits" and "Background
-responses"): ``/responses/compact``, a ``compaction_trigger`` item,
+``POST /v1/responses`` (docs/admin/budgets.md and
+docs/api/background.md): ``/responses/compact``, a ``compaction_trigger`` item,
 ``context_management`` compaction and a background response are refused
 by a spent budget or token quota with the same 429 and the same row, hold
 their spend while they run and count under the rate limits. A count of

@@ -793,7 +793,7 @@ def test_the_service_monitor_scrapes_every_web_pod_with_the_token(rendered):
     assert "METRICS_TOKEN" in (template.get("stringData") or template.get("data"))
 
 
-# --------------------------------------------------------------------------- the guide
+# ------------------------------------------------- the guide (docs/operations/)
 
 
 def _hpa_bounds(objects) -> tuple[int, int]:
@@ -804,7 +804,10 @@ def _hpa_bounds(objects) -> tuple[int, int]:
 def test_the_guide_states_the_autoscaler_bounds_the_manifests_render():
     base = _hpa_bounds(_render_component(K8S / "components" / "web-hpa"))
     production = _hpa_bounds(_render(K8S / "overlays" / "production"))
-    guide = (PLATFORM / "README.md").read_text(encoding="utf-8")
+    guide = "\n".join(
+        path.read_text(encoding="utf-8")
+        for path in sorted((REPO / "docs" / "operations").glob("*.md"))
+    )
     (row,) = [line for line in guide.splitlines() if line.startswith("| component `web-hpa`")]
     assert f"HPA {base[0]}–{base[1]} pods" in row, row
     assert f"production overlay patches it to {production[0]}–{production[1]}" in row, row

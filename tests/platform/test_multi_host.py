@@ -1,4 +1,5 @@
-"""The multi-machine layout of platform/README.md, run for real on one machine.
+"""The multi-machine layout of docs/operations/several-machines.md, run for real
+on one machine.
 
 A load balancer (nginx with ``platform/nginx/switchyard-multi-host.conf``,
 its upstreams pointed at local ports, plain HTTP) in front of two "hosts".

@@ -1,6 +1,6 @@
 """platform/nginx/ carries the web process's own limits, at their defaults,
 so a deployment behind it stays bounded with daphne's protecting patches
-dropped (``SWITCHYARD_SERVER_PATCHES``, README "Limits").
+dropped (``SWITCHYARD_SERVER_PATCHES``, docs/operations/limits.md).
 
 The defaults are those a production process has (``show`` runs Django with
 the production environment the manifests give it), not retyped here.

@@ -1,4 +1,4 @@
-"""``manage.py codex_config`` (README, "Codex CLI")."""
+"""``manage.py codex_config`` (docs/api/codex.md)."""
 
 from __future__ import annotations
 

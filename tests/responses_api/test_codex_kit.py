@@ -1,4 +1,4 @@
-"""The Codex kit generator (README, "Codex CLI") against the shape Codex 0.171 prints."""
+"""The Codex kit generator (docs/api/codex.md) against the shape Codex 0.171 prints."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The output cap (README, "Limits"): what the translator keeps of an answer
+"""The output cap (docs/operations/limits.md): what the translator keeps of an answer
 that goes on past its output limit, and when its backend's count was false."""
 
 from __future__ import annotations

@@ -204,8 +204,7 @@ Codex CLI (the same files as the console's API keys -> Use with Codex):
   codex --profile switchyard
 
 The simulator answers with deterministic text; directives in the prompt steer
-it, e.g. "[[call:get_weather {{"city": "Paris"}}]]" for a tool call (README,
-"The simulator backend").
+it, e.g. "[[call:get_weather {{"city": "Paris"}}]]" for a tool call (docs/api/simulator.md).
 
 Stop with Ctrl-C. The demo credentials are kept in {kept_in}.
 """)
