@@ -1,6 +1,6 @@
 """One response over several backend calls: the MCP tools the gateway runs.
 
-When a request offers the tools of an MCP server (README, "MCP tools"),
+When a request offers the tools of an MCP server (``{"type": "mcp"}``),
 the gateway lists them first (an ``mcp_list_tools`` item per server), the
 model calls them as functions, and the gateway runs each call and asks the
 model again with the results, until it answers without calling one. All of
