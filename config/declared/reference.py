@@ -11,7 +11,7 @@ BEGIN = "<!-- settings:begin -->"
 END = "<!-- settings:end -->"
 GENERATED = (
     "<!-- Generated from config/declared/ by scripts/settings_reference.py: edit the "
-    "declarations and run it, never this text. -->"
+    "declarations there, then run it. -->"
 )
 
 INTRODUCTION = """\
