@@ -90,7 +90,7 @@ def unknown_variables(environment: Mapping[str, str]) -> list[str]:
     """One warning line per ``SWITCHYARD_*`` variable of ``environment``
     that no declaration names (a secret's ``NAME_FILE`` is its own),
     naming the closest declared one: a misspelt setting is otherwise
-    silently ignored."""
+    silently ignored. Names only: a value may be a secret."""
     known = set(DECLARED) | {f"{s.name}_FILE" for s in DECLARED.values() if s.secret}
     # Compared without the prefix, which every candidate would share:
     # SWITCHYARD_REDIS_URL is then closest to REDIS_URL.
