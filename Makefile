@@ -30,13 +30,15 @@ test: install
 	$(PY) -m pytest -n 3 --dist loadfile $(PYTEST_ARGS)
 
 # ruff, then the import rules between the apps and between the parts of
-# responses_api (scripts/check_imports.py), and the size limits
-# (scripts/check_sizes.py).
+# responses_api (scripts/check_imports.py), the size limits
+# (scripts/check_sizes.py), and the settings reference written from
+# config/declared/ (scripts/settings_reference.py without --check rewrites it).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) scripts/check_imports.py
 	$(PY) scripts/check_sizes.py
+	$(PY) scripts/settings_reference.py --check
 
 # mypy with django-stubs over the product code ([tool.mypy] in pyproject.toml).
 # Run without DATABASE_URL/REDIS_URL: the plugin loads the embedded settings.

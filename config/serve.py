@@ -54,18 +54,18 @@ TCP_NODELAY needs nothing: Twisted sets it on every connection.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from typing import Any
 
 import uvloop
 
 from config import patches
+from config.declared.environment import read
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    spec = os.environ.get(patches.ENV)
+    spec = read(patches.ENV)
     try:
         patches.selected(spec)
     except ValueError as error:

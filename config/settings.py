@@ -15,61 +15,54 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from config import settings_stores
+from config.declared.environment import read, unknown_variables
 from config.settings_checks import fernet_refusals, production_refusals
 from config.settings_sso import sign_in
 from config.settings_stores import beat_schedule, behind_pgbouncer, redis_config, redis_timeouts
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-env = environ.Env()
+# Every variable is read through its declaration in config/declared/ (type,
+# default, who reads it), from which docs/reference/settings.md is written.
+# SWITCHYARD_* variables that no declaration names are logged at start-up
+# (accounts/apps.py), each with the closest declared name.
+SWITCHYARD_UNKNOWN_VARIABLES = unknown_variables(os.environ)
 
-
-def secret(name: str, default: str | None = None) -> str | None:
-    """Read NAME, or the contents of the file named by NAME_FILE."""
-    path = env.str(f"{name}_FILE", default="")
-    if path:
-        try:
-            return Path(path).read_text().strip()
-        except OSError as exc:
-            raise ImproperlyConfigured(f"{name}_FILE={path} cannot be read: {exc}") from exc
-    return env.str(name, default=default)
-
-
-DEBUG = env.bool("DEBUG", default=False)
-PRODUCTION = env.bool("SWITCHYARD_PRODUCTION", default=False)
+DEBUG = read("DEBUG")
+PRODUCTION = read("SWITCHYARD_PRODUCTION")
 
 # In production the embedded defaults are refused, and so are settings given
 # but unsafe (config/settings_checks.py).
 if PRODUCTION:
-    production_refusals(env=env, secret=secret, debug=DEBUG)
+    production_refusals(debug=DEBUG)
 
-SECRET_KEY = secret("SECRET_KEY") or "switchyard-embedded-default-not-for-production"
+SECRET_KEY = read("SECRET_KEY")
 
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+ALLOWED_HOSTS = read("ALLOWED_HOSTS")
+CSRF_TRUSTED_ORIGINS = read("CSRF_TRUSTED_ORIGINS")
 # Where clients reach Switchyard (scheme://host[:port], no /v1): used in the
 # Codex files that `manage.py codex_config` and the console generate.
-SWITCHYARD_PUBLIC_URL = env.str("SWITCHYARD_PUBLIC_URL", default="http://127.0.0.1:8000")
+SWITCHYARD_PUBLIC_URL = read("SWITCHYARD_PUBLIC_URL")
 
 # TLS is terminated in front of the web processes (nginx, an ingress); the
 # proxy's X-Forwarded-Proto says whether the client used HTTPS. Trust it only
 # when told to: a process reachable directly would let clients forge it.
-BEHIND_TLS = env.bool("SWITCHYARD_BEHIND_TLS", default=False)
+BEHIND_TLS = read("SWITCHYARD_BEHIND_TLS")
 if BEHIND_TLS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SECURE_SSL_REDIRECT = read("SECURE_SSL_REDIRECT")
 # Probes and scrapers talk plain HTTP to the pod; never redirect them.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
-SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool(
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = read(
     "SECURE_COOKIES", default=BEHIND_TLS or SECURE_SSL_REDIRECT
 )
-SECURE_HSTS_SECONDS = env.int(
+SECURE_HSTS_SECONDS = read(
     "SECURE_HSTS_SECONDS", default=31_536_000 if BEHIND_TLS or SECURE_SSL_REDIRECT else 0
 )
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = read("SECURE_HSTS_INCLUDE_SUBDOMAINS")
 # The preload directive only allows a submission to the browsers' preload
 # list; nothing happens until someone submits the domain.
-SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=SECURE_HSTS_SECONDS > 0)
+SECURE_HSTS_PRELOAD = read("SECURE_HSTS_PRELOAD", default=SECURE_HSTS_SECONDS > 0)
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"
@@ -147,11 +140,11 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": env.db_url_config(settings_stores.database_url(secret, BASE_DIR / "db.sqlite3"))
+    "default": environ.Env.db_url_config(settings_stores.database_url(BASE_DIR / "db.sqlite3"))
 }
-DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+DATABASES["default"].setdefault("CONN_MAX_AGE", read("DB_CONN_MAX_AGE"))
 # PostgreSQL reached through PgBouncer in transaction pooling (docs/operations/postgresql.md).
-if env.bool("SWITCHYARD_PGBOUNCER", default=False):
+if read("SWITCHYARD_PGBOUNCER"):
     behind_pgbouncer(DATABASES["default"])
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # SQLite serialises writers; a generous timeout keeps concurrent usage
@@ -176,17 +169,19 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = secret("REDIS_URL") or ""
-SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS, SWITCHYARD_REDIS_TIMEOUT_SECONDS = redis_timeouts(env)
-CACHES, CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = redis_config(REDIS_URL, env)
-CELERY_TASK_ALWAYS_EAGER = not REDIS_URL or env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+REDIS_URL = read("REDIS_URL")
+SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS, SWITCHYARD_REDIS_TIMEOUT_SECONDS = redis_timeouts()
+CACHES, CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = redis_config(
+    REDIS_URL, (SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS, SWITCHYARD_REDIS_TIMEOUT_SECONDS)
+)
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL or read("CELERY_TASK_ALWAYS_EAGER")
 CELERY_TASK_EAGER_PROPAGATES = True
 # Two beats may run (one per machine, for failover): each entry is sent by
 # the beat that claims its period first, in Redis.
 CELERY_BEAT_SCHEDULER = "config.celery:OncePerPeriodScheduler"
 # The periodic tasks (config/settings_stores.py); the usage drain's period
 # is SWITCHYARD_USAGE_DRAIN_SECONDS.
-CELERY_BEAT_SCHEDULE = beat_schedule(env.float("SWITCHYARD_USAGE_DRAIN_SECONDS", default=5.0))
+CELERY_BEAT_SCHEDULE = beat_schedule(read("SWITCHYARD_USAGE_DRAIN_SECONDS"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -197,7 +192,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # for MD5, for test runs (tests/conftest.py sets it for the test process and
 # the servers it starts, which must read the same hashes). Unset, Django's
 # default hashers apply; production refuses the fast one.
-_hashers = env.str("SWITCHYARD_PASSWORD_HASHERS", default="default")
+_hashers = read("SWITCHYARD_PASSWORD_HASHERS")
 if _hashers == "fast":
     if PRODUCTION:
         raise ImproperlyConfigured(
@@ -205,15 +200,11 @@ if _hashers == "fast":
             "is set."
         )
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-elif _hashers != "default":
-    raise ImproperlyConfigured(
-        f"SWITCHYARD_PASSWORD_HASHERS must be 'default' or 'fast', not {_hashers!r}."
-    )
 LOGIN_URL = "/console/login/"
 LOGIN_REDIRECT_URL = "/console/"
 LOGOUT_REDIRECT_URL = "/console/login/"
 # Console sign-in: single sign-on (None when off), passwords (config/settings_sso.py).
-SWITCHYARD_SSO, SWITCHYARD_PASSWORD_LOGIN, AUTHENTICATION_BACKENDS = sign_in(env, secret)
+SWITCHYARD_SSO, SWITCHYARD_PASSWORD_LOGIN, AUTHENTICATION_BACKENDS = sign_in()
 
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = "UTC"
@@ -225,17 +216,15 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # Static files: collected into STATIC_ROOT at build time (collectstatic) and
 # served by WhiteNoise from the web process. Outside production they are also
 # found in the apps directly, so a checkout needs no collectstatic.
-WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=not PRODUCTION)
+WHITENOISE_USE_FINDERS = read("WHITENOISE_USE_FINDERS", default=not PRODUCTION)
 if WHITENOISE_USE_FINDERS:
     # Without collectstatic there is no STATIC_ROOT yet, and that is fine here.
     warnings.filterwarnings("ignore", message="No directory at: ", category=UserWarning)
 
 # One JSON object per line in production (LOG_FORMAT=json), readable text by
 # default. Request lines come from logger ``switchyard.requests``.
-LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
-LOG_FORMAT = env.str("LOG_FORMAT", default="json" if PRODUCTION else "text").lower()
-if LOG_FORMAT not in ("json", "text"):
-    raise ImproperlyConfigured(f"LOG_FORMAT must be 'json' or 'text', not {LOG_FORMAT!r}.")
+LOG_LEVEL = read("LOG_LEVEL")
+LOG_FORMAT = read("LOG_FORMAT", default="json" if PRODUCTION else "text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -262,7 +251,7 @@ LOGGING = {
 # Prometheus metrics at /metrics, for requests bearing this token. Without a
 # token /metrics answers 404. Several processes on one machine share
 # PROMETHEUS_MULTIPROC_DIR (see docs/operations/metrics.md).
-METRICS_TOKEN = secret("METRICS_TOKEN") or ""
+METRICS_TOKEN = read("METRICS_TOKEN")
 
 # --- Switchyard -------------------------------------------------------------
 # Fernet keys that encrypt what is kept at rest: upstream backend API keys
@@ -270,30 +259,30 @@ METRICS_TOKEN = secret("METRICS_TOKEN") or ""
 # whose first key encrypts and every key decrypts; keys being retired may
 # instead be listed in SWITCHYARD_ENCRYPTION_KEYS_OLD (decrypt only). Derived
 # from SECRET_KEY when unset, so the embedded default needs no configuration.
-SWITCHYARD_ENCRYPTION_KEY = secret("SWITCHYARD_ENCRYPTION_KEY") or ""
-SWITCHYARD_ENCRYPTION_KEYS_OLD = secret("SWITCHYARD_ENCRYPTION_KEYS_OLD") or ""
+SWITCHYARD_ENCRYPTION_KEY = read("SWITCHYARD_ENCRYPTION_KEY")
+SWITCHYARD_ENCRYPTION_KEYS_OLD = read("SWITCHYARD_ENCRYPTION_KEYS_OLD")
 fernet_refusals(
     SWITCHYARD_ENCRYPTION_KEY=SWITCHYARD_ENCRYPTION_KEY,
     SWITCHYARD_ENCRYPTION_KEYS_OLD=SWITCHYARD_ENCRYPTION_KEYS_OLD,
 )
 # Seconds an API key or a model catalogue stays in a process's cache. Bounds
 # how long a revocation takes to reach every web process.
-SWITCHYARD_AUTH_CACHE_SECONDS = env.float("SWITCHYARD_AUTH_CACHE_SECONDS", default=5.0)
-SWITCHYARD_CATALOG_CACHE_SECONDS = env.float("SWITCHYARD_CATALOG_CACHE_SECONDS", default=5.0)
+SWITCHYARD_AUTH_CACHE_SECONDS = read("SWITCHYARD_AUTH_CACHE_SECONDS")
+SWITCHYARD_CATALOG_CACHE_SECONDS = read("SWITCHYARD_CATALOG_CACHE_SECONDS")
 # For tests only: an instant (Unix seconds) the rate limiter takes for now, so
 # that its one-minute windows stand still in a server process a test starts
 # (tests/routing/test_limits.py). Refused in production.
-SWITCHYARD_TEST_RATE_LIMIT_NOW = env.float("SWITCHYARD_TEST_RATE_LIMIT_NOW", default=None)
+SWITCHYARD_TEST_RATE_LIMIT_NOW = read("SWITCHYARD_TEST_RATE_LIMIT_NOW")
 if PRODUCTION and SWITCHYARD_TEST_RATE_LIMIT_NOW is not None:
     raise ImproperlyConfigured(
         "SWITCHYARD_TEST_RATE_LIMIT_NOW is for tests; unset it when SWITCHYARD_PRODUCTION is set."
     )
 # Upstream timeouts (seconds).
-SWITCHYARD_CONNECT_TIMEOUT = env.float("SWITCHYARD_CONNECT_TIMEOUT", default=5.0)
-SWITCHYARD_READ_TIMEOUT = env.float("SWITCHYARD_READ_TIMEOUT", default=600.0)
+SWITCHYARD_CONNECT_TIMEOUT = read("SWITCHYARD_CONNECT_TIMEOUT")
+SWITCHYARD_READ_TIMEOUT = read("SWITCHYARD_READ_TIMEOUT")
 # How long a non-streamed request waits for the backend's first token before
 # a 504 (a model's own first_token_timeout takes precedence).
-SWITCHYARD_FIRST_TOKEN_TIMEOUT = env.float("SWITCHYARD_FIRST_TOKEN_TIMEOUT", default=120.0)
+SWITCHYARD_FIRST_TOKEN_TIMEOUT = read("SWITCHYARD_FIRST_TOKEN_TIMEOUT")
 # Backends on loopback, private, CGNAT and other non-public addresses
 # (responses_api/catalogue/addresses.py). On in the embedded default, where
 # the simulator and local model servers listen on 127.0.0.1; off in
@@ -301,65 +290,62 @@ SWITCHYARD_FIRST_TOKEN_TIMEOUT = env.float("SWITCHYARD_FIRST_TOKEN_TIMEOUT", def
 # network through a backend URL. Link-local and cloud metadata addresses
 # stay refused either way: only a backend's allow_private flag, set by
 # platform staff, opens them (or these).
-SWITCHYARD_BACKEND_ALLOW_PRIVATE = env.bool(
-    "SWITCHYARD_BACKEND_ALLOW_PRIVATE", default=not PRODUCTION
-)
+SWITCHYARD_BACKEND_ALLOW_PRIVATE = read("SWITCHYARD_BACKEND_ALLOW_PRIVATE", default=not PRODUCTION)
 # Largest request body accepted, in bytes.
-SWITCHYARD_MAX_BODY_BYTES = env.int("SWITCHYARD_MAX_BODY_BYTES", default=16 * 1024 * 1024)
+SWITCHYARD_MAX_BODY_BYTES = read("SWITCHYARD_MAX_BODY_BYTES")
 # A request body not complete this long after its headers is answered 408.
-SWITCHYARD_BODY_TIMEOUT_SECONDS = env.float("SWITCHYARD_BODY_TIMEOUT_SECONDS", default=30.0)
+SWITCHYARD_BODY_TIMEOUT_SECONDS = read("SWITCHYARD_BODY_TIMEOUT_SECONDS")
 # A request's line and headers not complete this long after its connection
 # opened (or, on a kept-alive connection, after its first byte): the
 # connection is closed (config/patches.py, header_timeout).
-SWITCHYARD_HEADER_TIMEOUT_SECONDS = env.float("SWITCHYARD_HEADER_TIMEOUT_SECONDS", default=30.0)
+SWITCHYARD_HEADER_TIMEOUT_SECONDS = read("SWITCHYARD_HEADER_TIMEOUT_SECONDS")
 # A client that reads nothing of its response for this long while the
 # server's write buffer is full: the connection is closed and the request
 # ends as a client gone, 499 (config/patches.py, backpressure).
-SWITCHYARD_CLIENT_STALL_SECONDS = env.float("SWITCHYARD_CLIENT_STALL_SECONDS", default=60.0)
+SWITCHYARD_CLIENT_STALL_SECONDS = read("SWITCHYARD_CLIENT_STALL_SECONDS")
 # Sign-in throttle (console and admin): this many failures within the window
 # lock the account, or the client address, until the window (opened by the
 # first failure) ends.
-SWITCHYARD_LOGIN_ACCOUNT_LIMIT = env.int("SWITCHYARD_LOGIN_ACCOUNT_LIMIT", default=5)
-SWITCHYARD_LOGIN_IP_LIMIT = env.int("SWITCHYARD_LOGIN_IP_LIMIT", default=20)
-SWITCHYARD_LOGIN_WINDOW_SECONDS = env.int("SWITCHYARD_LOGIN_WINDOW_SECONDS", default=15 * 60)
+SWITCHYARD_LOGIN_ACCOUNT_LIMIT = read("SWITCHYARD_LOGIN_ACCOUNT_LIMIT")
+SWITCHYARD_LOGIN_IP_LIMIT = read("SWITCHYARD_LOGIN_IP_LIMIT")
+SWITCHYARD_LOGIN_WINDOW_SECONDS = read("SWITCHYARD_LOGIN_WINDOW_SECONDS")
 # Interval of repeated response.in_progress events while a stream waits.
-SWITCHYARD_KEEPALIVE_SECONDS = env.float("SWITCHYARD_KEEPALIVE_SECONDS", default=10.0)
-SWITCHYARD_QUEUE_TIMEOUT = env.float("SWITCHYARD_QUEUE_TIMEOUT", default=30.0)
-# Background responses (docs/api/background.md): "celery" or "local" (empty: celery with Redis).
-SWITCHYARD_BACKGROUND_RUNNER = env.str("SWITCHYARD_BACKGROUND_RUNNER", default="")
-SWITCHYARD_BACKGROUND_TTL_SECONDS = env.int("SWITCHYARD_BACKGROUND_TTL_SECONDS", default=86400)
-SWITCHYARD_BACKGROUND_LEASE_SECONDS = env.float("SWITCHYARD_BACKGROUND_LEASE_SECONDS", default=10.0)
-SWITCHYARD_BACKGROUND_FOLLOW_SECONDS = env.int("SWITCHYARD_BACKGROUND_FOLLOW_SECONDS", default=3600)
-SWITCHYARD_BACKGROUND_LOCAL_CONCURRENCY = env.int("SWITCHYARD_BACKGROUND_LOCAL_CONCURRENCY", 8)
+SWITCHYARD_KEEPALIVE_SECONDS = read("SWITCHYARD_KEEPALIVE_SECONDS")
+SWITCHYARD_QUEUE_TIMEOUT = read("SWITCHYARD_QUEUE_TIMEOUT")
+# Background responses (README): "celery" or "local" (empty: celery with Redis).
+SWITCHYARD_BACKGROUND_RUNNER = read("SWITCHYARD_BACKGROUND_RUNNER")
+SWITCHYARD_BACKGROUND_TTL_SECONDS = read("SWITCHYARD_BACKGROUND_TTL_SECONDS")
+SWITCHYARD_BACKGROUND_LEASE_SECONDS = read("SWITCHYARD_BACKGROUND_LEASE_SECONDS")
+SWITCHYARD_BACKGROUND_FOLLOW_SECONDS = read("SWITCHYARD_BACKGROUND_FOLLOW_SECONDS")
+SWITCHYARD_BACKGROUND_LOCAL_CONCURRENCY = read("SWITCHYARD_BACKGROUND_LOCAL_CONCURRENCY")
 # After SIGTERM a web process refuses new work and lets in-flight exchanges
 # finish for this long; those still running are then ended (response.failed).
-SWITCHYARD_SHUTDOWN_GRACE_SECONDS = env.float("SWITCHYARD_SHUTDOWN_GRACE_SECONDS", default=30.0)
+SWITCHYARD_SHUTDOWN_GRACE_SECONDS = read("SWITCHYARD_SHUTDOWN_GRACE_SECONDS")
 # How long a WebSocket (WebSocket mode of /v1/responses) may stay open: then
 # it gets the websocket_connection_limit_reached error and is closed.
-SWITCHYARD_WEBSOCKET_MAX_SECONDS = env.float("SWITCHYARD_WEBSOCKET_MAX_SECONDS", default=3600.0)
+SWITCHYARD_WEBSOCKET_MAX_SECONDS = read("SWITCHYARD_WEBSOCKET_MAX_SECONDS")
 # Open WebSockets per API key and per organisation (0: no bound).
-SWITCHYARD_WEBSOCKETS_PER_KEY = env.int("SWITCHYARD_WEBSOCKETS_PER_KEY", default=64)
-SWITCHYARD_WEBSOCKETS_PER_ORGANISATION = env.int("SWITCHYARD_WEBSOCKETS_PER_ORGANISATION", 256)
+SWITCHYARD_WEBSOCKETS_PER_KEY = read("SWITCHYARD_WEBSOCKETS_PER_KEY")
+SWITCHYARD_WEBSOCKETS_PER_ORGANISATION = read("SWITCHYARD_WEBSOCKETS_PER_ORGANISATION")
 # /readyz stays 200 (status "degraded") while the database or Redis has been
 # failing for less than this: a blip then takes no pod out of the load
 # balancer; a longer outage does (503). /healthz ignores both.
-SWITCHYARD_READY_GRACE_SECONDS = env.float("SWITCHYARD_READY_GRACE_SECONDS", default=30.0)
+SWITCHYARD_READY_GRACE_SECONDS = read("SWITCHYARD_READY_GRACE_SECONDS")
 # With Redis, web processes also write the usage rows they queue; false
 # leaves that to the Celery ``drain_usage`` task alone.
-SWITCHYARD_USAGE_DRAIN_IN_WEB = env.bool("SWITCHYARD_USAGE_DRAIN_IN_WEB", default=True)
-SWITCHYARD_USAGE_STREAM = env.str("SWITCHYARD_USAGE_STREAM", default="switchyard:usage")
-SWITCHYARD_USAGE_PENDING_MAX = env.int("SWITCHYARD_USAGE_PENDING_MAX", default=10_000)
+SWITCHYARD_USAGE_DRAIN_IN_WEB = read("SWITCHYARD_USAGE_DRAIN_IN_WEB")
+SWITCHYARD_USAGE_STREAM = read("SWITCHYARD_USAGE_STREAM")
+SWITCHYARD_USAGE_PENDING_MAX = read("SWITCHYARD_USAGE_PENDING_MAX")
 # OpenTelemetry traces of API requests (responses_api/runtime/telemetry.py):
 # on when an OTLP endpoint is given. The SDK reads its own OTEL_* variables.
 SWITCHYARD_TRACES = bool(
-    env.str("OTEL_EXPORTER_OTLP_ENDPOINT", default="")
-    or env.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", default="")
-) and not env.bool("OTEL_SDK_DISABLED", default=False)
+    read("OTEL_EXPORTER_OTLP_ENDPOINT") or read("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+) and not read("OTEL_SDK_DISABLED")
 
 # --- Management API (admin_api/, /api/v1/admin/) ----------------------------
 # Requests per admin key, e.g. "600/min" (DRF's rate syntax: N/s, N/min,
 # N/hour, N/day), counted in the cache (Redis in production).
-SWITCHYARD_ADMIN_API_RATE = env.str("SWITCHYARD_ADMIN_API_RATE", default="600/min")
+SWITCHYARD_ADMIN_API_RATE = read("SWITCHYARD_ADMIN_API_RATE")
 REST_FRAMEWORK = {
     # Admin keys only: no session, hence no CSRF, on this API.
     "DEFAULT_AUTHENTICATION_CLASSES": ["admin_api.auth.AdminKeyAuthentication"],

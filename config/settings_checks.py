@@ -8,11 +8,11 @@ before Django starts: a process never runs half-configured.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import environ
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
+
+from config.declared.environment import given, read
 
 # In production (SWITCHYARD_PRODUCTION=true) the embedded defaults are refused:
 # every one of these must be given, or the process stops at startup with one
@@ -26,16 +26,10 @@ PRODUCTION_REQUIRED = (
 )
 
 
-def production_refusals(
-    *, env: environ.Env, secret: Callable[[str], str | None], debug: bool
-) -> None:
+def production_refusals(*, debug: bool) -> None:
     """Refuse production without its settings, with DEBUG, or with settings
     given but unsafe (all of those named in one message)."""
-    missing = [
-        name
-        for name in PRODUCTION_REQUIRED
-        if not (secret(name) if name != "ALLOWED_HOSTS" else env.str(name, default=""))
-    ]
+    missing = [name for name in PRODUCTION_REQUIRED if not given(name)]
     if missing:
         raise ImproperlyConfigured(
             "SWITCHYARD_PRODUCTION is set but these settings are missing: "
@@ -47,20 +41,18 @@ def production_refusals(
         raise ImproperlyConfigured("DEBUG must not be true when SWITCHYARD_PRODUCTION is set.")
     # Given, but unsafe: each problem says how to fix it, all in one message.
     unsafe = []
-    if len(secret("SECRET_KEY") or "") < 50:
+    if len(given("SECRET_KEY")) < 50:
         unsafe.append(
             "SECRET_KEY is shorter than 50 characters; generate one with: "
             "python3 -c 'import secrets; print(secrets.token_urlsafe(50))'"
         )
-    if any("*" in host for host in env.list("ALLOWED_HOSTS", default=[])):
+    if any("*" in host for host in read("ALLOWED_HOSTS")):
         unsafe.append(
             "ALLOWED_HOSTS contains '*', which accepts any Host header; list the names "
             "clients and probes use (e.g. switchyard.example.com,localhost)"
         )
-    database = env.db_url_config(secret("DATABASE_URL") or "")
-    if database["ENGINE"].endswith("sqlite3") and not env.bool(
-        "SWITCHYARD_ALLOW_SQLITE", default=False
-    ):
+    database = environ.Env.db_url_config(given("DATABASE_URL"))
+    if database["ENGINE"].endswith("sqlite3") and not read("SWITCHYARD_ALLOW_SQLITE"):
         unsafe.append(
             "DATABASE_URL is a SQLite database, which serialises writers and cannot be shared "
             "by several processes; use postgres://USER:PASSWORD@HOST:5432/NAME, or set "

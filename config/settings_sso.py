@@ -8,12 +8,10 @@ top to bottom.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from accounts.oidc_rules import SsoConfig, rules_parse
+from config.declared.environment import read
 
 # Discovery document field -> the variable that may set it explicitly.
 ENDPOINTS = {
@@ -27,44 +25,40 @@ PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
 SSO_BACKEND = "accounts.oidc.OidcBackend"
 
 
-def sign_in(
-    env: environ.Env, secret: Callable[[str], str | None]
-) -> tuple[SsoConfig | None, bool, list[str]]:
+def sign_in() -> tuple[SsoConfig | None, bool, list[str]]:
     """``SWITCHYARD_SSO``, ``SWITCHYARD_PASSWORD_LOGIN`` and Django's
     ``AUTHENTICATION_BACKENDS``."""
-    sso = sso_config(env=env, secret=secret)
-    password_login = env.bool("SWITCHYARD_PASSWORD_LOGIN", default=True)
+    sso = sso_config()
+    password_login = read("SWITCHYARD_PASSWORD_LOGIN")
     return sso, password_login, sign_in_backends(sso=sso, password_login=password_login)
 
 
-def sso_config(*, env: environ.Env, secret: Callable[[str], str | None]) -> SsoConfig | None:
+def sso_config() -> SsoConfig | None:
     """Single sign-on, or None (off) unless a client id and an issuer (or
     every endpoint) are set."""
-    issuer = env.str("SWITCHYARD_OIDC_ISSUER", default="").strip().rstrip("/")
-    client_id = env.str("SWITCHYARD_OIDC_CLIENT_ID", default="").strip()
-    endpoints = {field: env.str(name, default="").strip() for field, name in ENDPOINTS.items()}
+    issuer = read("SWITCHYARD_OIDC_ISSUER").strip().rstrip("/")
+    client_id = read("SWITCHYARD_OIDC_CLIENT_ID").strip()
+    endpoints = {field: read(name).strip() for field, name in ENDPOINTS.items()}
     if not client_id or not (issuer or all(endpoints.values())):
         return None
     return SsoConfig(
         issuer=issuer,
         client_id=client_id,
-        client_secret=secret("SWITCHYARD_OIDC_CLIENT_SECRET") or "",
-        scopes=env.str("SWITCHYARD_OIDC_SCOPES", default="openid email profile"),
-        sign_algo=env.str("SWITCHYARD_OIDC_SIGN_ALGO", default="RS256"),
-        provider_name=env.str("SWITCHYARD_OIDC_PROVIDER_NAME", default="single sign-on"),
+        client_secret=read("SWITCHYARD_OIDC_CLIENT_SECRET"),
+        scopes=read("SWITCHYARD_OIDC_SCOPES"),
+        sign_algo=read("SWITCHYARD_OIDC_SIGN_ALGO"),
+        provider_name=read("SWITCHYARD_OIDC_PROVIDER_NAME"),
         endpoints=endpoints,
         domain_rules=rules_parse(
-            env.str("SWITCHYARD_OIDC_DOMAINS", default=""),
+            read("SWITCHYARD_OIDC_DOMAINS"),
             variable="SWITCHYARD_OIDC_DOMAINS",
             lowercase_keys=True,
         ),
-        group_rules=rules_parse(
-            env.str("SWITCHYARD_OIDC_GROUPS", default=""), variable="SWITCHYARD_OIDC_GROUPS"
-        ),
-        groups_claim=env.str("SWITCHYARD_OIDC_GROUPS_CLAIM", default="groups"),
-        create_users=env.bool("SWITCHYARD_OIDC_CREATE_USERS", default=True),
-        require_verified_email=env.bool("SWITCHYARD_OIDC_REQUIRE_VERIFIED_EMAIL", default=True),
-        timeout=env.float("SWITCHYARD_OIDC_TIMEOUT", default=10.0),
+        group_rules=rules_parse(read("SWITCHYARD_OIDC_GROUPS"), variable="SWITCHYARD_OIDC_GROUPS"),
+        groups_claim=read("SWITCHYARD_OIDC_GROUPS_CLAIM"),
+        create_users=read("SWITCHYARD_OIDC_CREATE_USERS"),
+        require_verified_email=read("SWITCHYARD_OIDC_REQUIRE_VERIFIED_EMAIL"),
+        timeout=read("SWITCHYARD_OIDC_TIMEOUT"),
     )
 
 

@@ -5,33 +5,38 @@ derivations can be read, and tested, on their own."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from config.declared.environment import read
+
 # How Django's management commands are started.
 MANAGE = {"manage.py", "django-admin"}
 
 
-def redis_timeouts(env: Any) -> tuple[float, float]:
+def redis_timeouts() -> tuple[float, float]:
     """How long connecting to Redis, and waiting for any of its answers, may
     take: ``SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS`` and
     ``SWITCHYARD_REDIS_TIMEOUT_SECONDS``. A Redis that accepts connections and
     never answers then fails the call, handled as an outage, instead of
     holding it for ever."""
     return (
-        env.float("SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS", default=2.0),
-        env.float("SWITCHYARD_REDIS_TIMEOUT_SECONDS", default=2.0),
+        read("SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS"),
+        read("SWITCHYARD_REDIS_TIMEOUT_SECONDS"),
     )
 
 
-def redis_config(url: str, env: Any = None) -> tuple[dict[str, Any], str, dict[str, Any]]:
+def redis_config(
+    url: str, timeouts: tuple[float, float] | None = None
+) -> tuple[dict[str, Any], str, dict[str, Any]]:
     """``CACHES``, Celery's broker URL and its transport options for
     ``REDIS_URL``: any of redis://, rediss://, unix:// and redis+sentinel://,
     in the spelling each client expects (responses_api/runtime/redis_urls.py);
-    the cache's connections bounded by :func:`redis_timeouts` of ``env``.
+    the cache's connections bounded by ``timeouts`` (:func:`redis_timeouts`:
+    connecting, then waiting for an answer).
     Without Redis, a process-local cache and an in-memory broker."""
     if not url:
         return (
@@ -45,23 +50,21 @@ def redis_config(url: str, env: Any = None) -> tuple[dict[str, Any], str, dict[s
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": url,
-            "OPTIONS": {**cache_options(url), **_socket_timeouts(env)},
+            "OPTIONS": {**cache_options(url), **_socket_timeouts(timeouts)},
         }
     }
     broker, options = celery_broker(url)
     return caches, broker, options
 
 
-def _socket_timeouts(env: Any) -> dict[str, float]:
-    if env is None:
+def _socket_timeouts(timeouts: tuple[float, float] | None) -> dict[str, float]:
+    if timeouts is None:
         return {}
-    connect, read = redis_timeouts(env)
-    return {"socket_connect_timeout": connect, "socket_timeout": read}
+    connect, answer = timeouts
+    return {"socket_connect_timeout": connect, "socket_timeout": answer}
 
 
-def database_url(
-    secret: Callable[[str], str | None], sqlite: Path, argv: Sequence[str] | None = None
-) -> str:
+def database_url(sqlite: Path, argv: Sequence[str] | None = None) -> str:
     """``DATABASE_URL``; for ``manage.py migrate`` ``SWITCHYARD_MIGRATE_DATABASE_URL``
     instead, when set. Behind PgBouncer in transaction pooling a migration's
     locks and its session settings may land on different server connections,
@@ -70,8 +73,8 @@ def database_url(
     set: the embedded SQLite file ``sqlite``."""
     argv = sys.argv if argv is None else argv
     command = argv[1] if len(argv) > 1 and Path(argv[0]).name in MANAGE else ""
-    migrate = secret("SWITCHYARD_MIGRATE_DATABASE_URL") if command == "migrate" else None
-    return migrate or secret("DATABASE_URL") or f"sqlite:///{sqlite}"
+    migrate = read("SWITCHYARD_MIGRATE_DATABASE_URL") if command == "migrate" else None
+    return migrate or read("DATABASE_URL", default=f"sqlite:///{sqlite}")
 
 
 def behind_pgbouncer(database: dict[str, Any]) -> None:

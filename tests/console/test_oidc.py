@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import environ
 import httpx
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
 from accounts.models import AuditEntry, Membership
-from config.settings import secret
 from config.settings_sso import sign_in_backends, sso_config
 from tests.conftest import Proc
 from tests.console.oidc_provider import path_of, set_user, sso_env, start_provider
@@ -48,7 +46,7 @@ def configure(provider, settings, monkeypatch):
         }
         for name, value in sso_env(provider, **{**defaults, **variables}).items():
             monkeypatch.setenv(name, value)
-        settings.SWITCHYARD_SSO = sso_config(env=environ.Env(), secret=secret)
+        settings.SWITCHYARD_SSO = sso_config()
         settings.SWITCHYARD_PASSWORD_LOGIN = password_login
         settings.AUTHENTICATION_BACKENDS = sign_in_backends(
             sso=settings.SWITCHYARD_SSO, password_login=password_login

@@ -9,13 +9,11 @@ import os
 import subprocess
 import sys
 
-import environ
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from accounts.models import Membership
 from accounts.oidc_rules import ROLES, Rule, claim_values, grants_for, rules_parse
-from config.settings import secret
 from config.settings_sso import PASSWORD_BACKEND, SSO_BACKEND, sign_in_backends, sso_config
 from tests.conftest import ROOT
 
@@ -26,7 +24,7 @@ def _read(monkeypatch, **variables: str):
             monkeypatch.delenv(name)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
-    return sso_config(env=environ.Env(), secret=secret)
+    return sso_config()
 
 
 def test_roles_are_the_membership_roles_lowest_first():

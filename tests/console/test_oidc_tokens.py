@@ -19,14 +19,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import environ
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from django.test import Client
 
 from config.logging import JsonFormatter, TextFormatter
-from config.settings import secret
 from config.settings_sso import sign_in_backends, sso_config
 from tests.console.oidc_provider import CLIENT_ID, CLIENT_SECRET
 
@@ -110,7 +108,7 @@ def configured(provider, settings, monkeypatch, people):
         "SWITCHYARD_OIDC_DOMAINS": "acme.test=acme:developer",
     }.items():
         monkeypatch.setenv(name, value)
-    settings.SWITCHYARD_SSO = sso_config(env=environ.Env(), secret=secret)
+    settings.SWITCHYARD_SSO = sso_config()
     settings.AUTHENTICATION_BACKENDS = sign_in_backends(
         sso=settings.SWITCHYARD_SSO, password_login=True
     )

@@ -12,7 +12,7 @@ import time
 import pytest
 import redis
 
-from config.settings_stores import redis_config
+from config.settings_stores import redis_config, redis_timeouts
 from responses_api.runtime import redis_conn
 from responses_api.store import events
 from responses_api.usage import writer as usage
@@ -71,12 +71,10 @@ def test_a_blocking_read_from_a_redis_that_never_answers_fails(silent_redis):
     assert _timed(lambda: asyncio.run(follow())) < 0.5 + 5 * TIMEOUT
 
 
-def test_the_cache_is_bounded_too():
-    class Env:
-        def float(self, name: str, default: float) -> float:
-            return {"SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS": 1.5}.get(name, default)
-
-    caches, _, _ = redis_config("redis://127.0.0.1:6379/0", Env())
+def test_the_cache_is_bounded_too(monkeypatch):
+    monkeypatch.setenv("SWITCHYARD_REDIS_CONNECT_TIMEOUT_SECONDS", "1.5")
+    monkeypatch.delenv("SWITCHYARD_REDIS_TIMEOUT_SECONDS", raising=False)
+    caches, _, _ = redis_config("redis://127.0.0.1:6379/0", redis_timeouts())
     assert caches["default"]["OPTIONS"] == {"socket_connect_timeout": 1.5, "socket_timeout": 2.0}
 
 

@@ -819,12 +819,16 @@ def test_the_guide_states_the_autoscaler_bounds_the_manifests_render():
 
 
 def _secret_settings() -> set[str]:
-    """Every secret the settings read (``secret("NAME")``), and the one the
-    OpenTelemetry SDK reads from the environment itself."""
-    names = {"OTEL_EXPORTER_OTLP_HEADERS"}
-    for path in (REPO / "config").glob("settings*.py"):
-        names |= set(re.findall(r'\bsecret\("([A-Z0-9_]+)"', path.read_text(encoding="utf-8")))
-    return names
+    """Every secret declared for Switchyard's processes (config/declared/):
+    those the settings read, and the one the OpenTelemetry SDK reads from
+    the environment itself."""
+    from config.declared.environment import DECLARED
+
+    return {
+        s.name
+        for s in DECLARED.values()
+        if s.secret and s.reader in ("switchyard", "opentelemetry")
+    }
 
 
 def test_every_secret_setting_is_in_the_secret_template_the_units_and_the_table():
