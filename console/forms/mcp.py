@@ -11,6 +11,14 @@ from console.forms.common import ServiceForm
 from responses_api.models import McpServer
 
 
+class WriteOnlyTextarea(forms.Textarea):
+    """Never renders a value, not even the one just submitted with an error
+    on another field: as a password field does, so a page never holds a secret."""
+
+    def format_value(self, value: Any) -> None:
+        return None
+
+
 def _names(text: str) -> list[str]:
     return [name.strip() for name in text.replace("\n", ",").split(",") if name.strip()]
 
@@ -19,7 +27,7 @@ class McpServerForm(ServiceForm):
     headers = forms.CharField(
         required=False,
         label="Headers",
-        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
+        widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off"}),
         help_text="One “Name: value” a line. Write-only: stored encrypted and never shown "
         "again; what you write replaces every stored header. Leave empty to keep them.",
     )

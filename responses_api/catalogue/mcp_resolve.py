@@ -180,7 +180,9 @@ def _client_server(
             message = refused_message(host, kind, resolved=False, subject=SUBJECT)
     if message:
         return invalid(message, param=f"{where}.server_url", code="invalid_value")
-    headers = tool.get("headers") or {}
+    headers = tool.get("headers")
+    if headers is None:
+        headers = {}
     if message := headers_error(headers):
         return invalid(message, param=f"{where}.headers", code="invalid_value")
     approval = _approval(tool.get("require_approval"), f"{where}.require_approval")
@@ -242,10 +244,10 @@ def _approval(value: object, param: str) -> tuple[str, frozenset[str]] | ApiErro
             "tool filters.",
             param=param,
         )
-    never = value.get(NEVER) or {}
+    never = value.get(NEVER, {})
     if not isinstance(never, Mapping) or set(never) - {"tool_names"}:
         return invalid("A filter of tool_names only.", param=f"{param}.never")
-    names = never.get("tool_names") or []
+    names = never.get("tool_names", [])
     if message := tool_names_error(names):
         return invalid(message, param=f"{param}.never.tool_names")
     return ALWAYS, frozenset(tool_names(names))
