@@ -216,13 +216,17 @@ async def _reload(organisation_id: int) -> Catalog:
     return catalog
 
 
-async def mcp_organisation_for(organisation_id: int) -> McpOrganisation:
+async def mcp_organisation_for(
+    organisation_id: int, *, missing: str | None = None
+) -> McpOrganisation:
     """What ``catalogue.mcp_resolve.resolve_mcp_tool`` takes: the
     organisation's registered MCP servers, with their secrets decrypted for
-    the tool loop, and whether requests may name their own servers."""
+    the tool loop, and whether requests may name their own servers.
+    ``missing`` names a label the caller did not find, which reloads a
+    catalogue that may predate it (as for a model, :func:`get_catalog`)."""
     from responses_api.catalogue.mcp_entries import McpOrganisation
 
-    return (await get_catalog(organisation_id)).mcp or McpOrganisation()
+    return (await get_catalog(organisation_id, missing=missing)).mcp or McpOrganisation()
 
 
 async def mcp_servers_for(organisation_id: int) -> dict[str, McpServerEntry]:

@@ -227,3 +227,16 @@ def test_ensure_is_idempotent(people):
     )
     assert created and not created_again and first.pk == again.pk
     assert AuditEntry.objects.filter(action__startswith="mcp_server.").count() == 1
+
+
+def test_a_label_missing_from_the_cache_reloads_it(people):
+    """Another process registered it: this process's cache never heard."""
+    import time
+
+    acme = people["acme"]
+    assert servers(acme.id) == {}
+    McpServer.objects.create(organisation=acme, label="late", server_url="https://l.example/")
+    assert servers(acme.id) == {}
+    time.sleep(catalog.MISS_RELOAD_AFTER)
+    found = async_to_sync(catalog.mcp_organisation_for)(acme.id, missing="late")
+    assert set(found.servers) == {"late"}
