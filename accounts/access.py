@@ -14,6 +14,7 @@ create API keys          yes    yes     yes       no
 revoke any API key       yes    yes     own keys  no
 edit keys' limits        yes    yes     no        no
 manage backends/models   yes    yes     no        no
+manage MCP servers       yes    yes     no        no
 manage members           yes    yes     no        no
 grant/remove owners      yes    no      no        no
 change settings          yes    yes     no        no
@@ -66,6 +67,7 @@ CAPABILITIES: dict[str, frozenset[str]] = {
     "key_edit": frozenset({OWNER, ADMIN}),
     "backend_manage": frozenset({OWNER, ADMIN}),
     "model_manage": frozenset({OWNER, ADMIN}),
+    "mcp_manage": frozenset({OWNER, ADMIN}),
     "member_manage": frozenset({OWNER, ADMIN}),
     "owner_manage": frozenset({OWNER}),
     "settings_manage": frozenset({OWNER, ADMIN}),

@@ -33,6 +33,9 @@ class Organisation(models.Model):
     # Share of a monthly limit, in percent, past which responses carry the
     # notice budget_near_limit (for the organisation's limits and its keys').
     budget_warning_percent = models.PositiveSmallIntegerField(default=80)
+    # Whether a request's ``mcp`` tool may name its own ``server_url``; off,
+    # only the organisation's registered servers (``McpServer``) are reached.
+    allow_client_mcp_servers = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

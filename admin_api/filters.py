@@ -1,5 +1,6 @@
-"""Query filters of the usage log and the audit log (django-filter): each
-parameter is validated, and a bad value is a 400 naming it."""
+"""Query filters of the usage log, the audit log and the MCP servers
+(django-filter): each parameter is validated, and a bad value is a 400
+naming it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.core.validators import RegexValidator
 from django.db.models import Q, QuerySet
 
 from accounts.models import AuditEntry
-from responses_api.models import UsageLog
+from responses_api.models import McpServer, UsageLog
 
 
 class MomentField(forms.Field):
@@ -107,3 +108,17 @@ class AuditFilter(django_filters.FilterSet):
             return queryset.filter(by_name | Q(admin_key_id=UUID(value)))
         except ValueError:
             return queryset.filter(by_name)
+
+
+class McpServerFilter(django_filters.FilterSet):
+    label = django_filters.CharFilter(help_text="One server, by its label.")
+    enabled = django_filters.ChoiceFilter(
+        choices=BOOLEAN, method="filter_enabled", help_text="Enabled servers only, or disabled."
+    )
+
+    class Meta:
+        model = McpServer
+        fields: list[str] = []
+
+    def filter_enabled(self, queryset: QuerySet[McpServer], name: str, value: str) -> Any:
+        return queryset.filter(enabled=value == "true")

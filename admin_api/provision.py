@@ -14,7 +14,8 @@ is never deleted). A dry run does all of it inside a transaction that is
 rolled back: the plan it prints is the one a real run would carry out.
 
 Upstream API keys are never written in the file: ``api_key_env: NAME``
-names the environment variable holding one.
+names the environment variable holding one. MCP servers (``mcp_servers``,
+``admin_api.provision_mcp``) take their secrets from the environment too.
 
 A backend may say ``allow_private: true`` (a private or link-local address,
 ``responses_api.catalogue.addresses``), which the management API refuses:
@@ -24,7 +25,6 @@ whoever runs ``apply`` on the server is platform staff.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -35,6 +35,8 @@ from accounts.models import ApiKey, Organisation
 from accounts.services.api_keys import api_key_create, api_key_revoke, api_key_update
 from accounts.services.organisations import organisation_ensure, organisation_settings_update
 from admin_api.errors import first_error, from_service
+from admin_api.provision_mcp import mcp_server_apply, mcp_servers_prune
+from admin_api.provision_plan import Plan, ProvisionError
 from admin_api.serializers.accounts import ApiKeySerializer, OrganisationSerializer
 from admin_api.serializers.catalogue import BackendSerializer, ModelSerializer
 from admin_api.writes import backend_service_data, model_write
@@ -43,36 +45,7 @@ from responses_api.catalogue.services.served_models import model_delete
 from responses_api.models import REASONING_LEVELS, Backend, ServedModel
 from responses_api.runtime.secrets import decrypt
 
-ORG_FIELDS = ("slug", "name", "settings", "backends", "models", "keys")
-
-
-class ProvisionError(Exception):
-    """A file entry that cannot be applied; the message names where."""
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    verb: str  # create, update, unchanged, delete
-    kind: str
-    name: str
-    fields: tuple[str, ...] = ()
-
-    def line(self) -> str:
-        changed = f" ({', '.join(self.fields)})" if self.fields else ""
-        return f"{self.verb:<9} {self.kind} {self.name}{changed}"
-
-
-@dataclass
-class Plan:
-    changes: list[Change] = field(default_factory=list)
-    # (label, full key) of each API key created: shown once.
-    secrets: list[tuple[str, str]] = field(default_factory=list)
-
-    def add(self, verb: str, kind: str, name: str, fields: list[str] | None = None) -> None:
-        self.changes.append(Change(verb, kind, name, tuple(fields or ())))
-
-    def count(self, verb: str) -> int:
-        return sum(1 for change in self.changes if change.verb == verb)
+ORG_FIELDS = ("slug", "name", "settings", "backends", "models", "keys", "mcp_servers")
 
 
 def _fail(path: str, exc: serializers.ValidationError | Exception) -> ProvisionError:
@@ -172,8 +145,13 @@ def _organisation(
         _key(e, f"{path}.keys[{i}]", plan, organisation, context)
         for i, e in enumerate(_entries(entry.get("keys"), f"{path}.keys"))
     ]
+    servers = [
+        mcp_server_apply(e, f"{path}.mcp_servers[{i}]", plan, organisation, environ)
+        for i, e in enumerate(_entries(entry.get("mcp_servers"), f"{path}.mcp_servers"))
+    ]
     if prune:
         _prune(plan, organisation, backends=backends, models=models, keys=keys)
+        mcp_servers_prune(plan, organisation, kept=servers)
 
 
 def _backend(

@@ -23,6 +23,7 @@ from admin_api.views.accounts import (
 )
 from admin_api.views.catalogue import BackendViewSet, ModelViewSet
 from admin_api.views.docs import docs
+from admin_api.views.mcp import McpServerViewSet
 from admin_api.views.summary import UsageSummaryViewSet
 from admin_api.views.usage import UsageViewSet
 
@@ -41,6 +42,7 @@ router = Router()
 router.register("keys", ApiKeyViewSet, basename="key")
 router.register("backends", BackendViewSet, basename="backend")
 router.register("models", ModelViewSet, basename="model")
+router.register("mcp-servers", McpServerViewSet, basename="mcp-server")
 router.register("members", MemberViewSet, basename="member")
 router.register("invitations", InvitationViewSet, basename="invitation")
 router.register("audit", AuditViewSet, basename="audit")

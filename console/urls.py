@@ -8,6 +8,7 @@ from console.views import (
     codex,
     dashboard,
     keys,
+    mcp_servers,
     organisation,
     sessions,
     signin,
@@ -84,6 +85,23 @@ urlpatterns = [
         "models/<uuid:model_id>/undeploy/<uuid:backend_id>/",
         member_view()(catalogue.model_undeploy),
         name="model_undeploy",
+    ),
+    # MCP servers
+    path("mcp-servers/", member_view()(mcp_servers.mcp_server_list), name="mcp_servers"),
+    path(
+        "mcp-servers/new/",
+        member_view("mcp_manage")(mcp_servers.mcp_server_edit),
+        name="mcp_server_create",
+    ),
+    path(
+        "mcp-servers/<uuid:server_id>/edit/",
+        member_view()(mcp_servers.mcp_server_edit),
+        name="mcp_server_edit",
+    ),
+    path(
+        "mcp-servers/<uuid:server_id>/remove/",
+        member_view()(mcp_servers.mcp_server_remove),
+        name="mcp_server_remove",
     ),
     # Usage and traces
     path("usage/", member_view()(usage.usage_list), name="usage"),

@@ -1,11 +1,12 @@
 """Django admin for superusers, read-only (see ``accounts.admin``). The
-upstream key of a backend is never shown (it is stored encrypted; set it in
-the console or with ``add_backend``)."""
+upstream key of a backend and an MCP server's headers and authorization are
+never shown (they are stored encrypted; set them in the console, the
+management API or with ``add_backend`` and ``apply``)."""
 
 from django.contrib import admin
 
 from accounts.admin import ReadOnlyAdmin, ReadOnlyInline
-from responses_api.models import Backend, Deployment, ServedModel, UsageLog
+from responses_api.models import Backend, Deployment, McpServer, ServedModel, UsageLog
 
 
 class DeploymentInline(ReadOnlyInline):
@@ -34,6 +35,18 @@ class ServedModelAdmin(ReadOnlyAdmin):
 
     def console_kwargs(self, obj):
         return {"model_id": obj.id}
+
+
+@admin.register(McpServer)
+class McpServerAdmin(ReadOnlyAdmin):
+    console_view = "console:mcp_server_edit"
+    list_display = ["label", "organisation", "server_url", "transport", "enabled"]
+    list_filter = ["organisation", "enabled"]
+    search_fields = ["label", "server_url"]
+    exclude = ["headers_encrypted", "authorization_encrypted"]
+
+    def console_kwargs(self, obj):
+        return {"server_id": obj.id}
 
 
 @admin.register(UsageLog)

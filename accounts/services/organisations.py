@@ -1,5 +1,6 @@
-"""Creating an organisation and changing its settings: its name, retention
-and the default limits and spend limits of its keys."""
+"""Creating an organisation and changing its settings: its name, retention,
+the default limits and spend limits of its keys, and whether requests may
+name their own MCP servers."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from accounts.validation import (
     Check,
     choice_field,
     fields_clean,
+    flag_field,
     optional_count,
     required_count,
     text_field,
@@ -76,6 +78,8 @@ SETTINGS_CHECKS: dict[str, Check] = {
     "default_concurrency": optional_count,
     "currency": currency_field,
     **dict.fromkeys(SPEND_FIELDS, spend_limit_clean),
+    # Off: a request's mcp tool reaches only the registered servers.
+    "allow_client_mcp_servers": lambda field, value: flag_field(value, field=field),
 }
 SETTINGS_FIELDS = tuple(SETTINGS_CHECKS)
 

@@ -12,6 +12,7 @@ from rest_framework import serializers
 from accounts.models import AdminApiKey, ApiKey, AuditEntry, Membership, Organisation
 from admin_api.serializers.base import (
     ObjectTypeField,
+    StrictBooleanField,
     StrictCharField,
     StrictChoiceField,
     StrictEmailField,
@@ -52,6 +53,11 @@ class OrganisationSerializer(StrictSerializer):
     monthly_budget = MonthlyBudgetField(help_text=BUDGET_HELP + " Counts all its keys' spend.")
     monthly_tokens = MonthlyTokensField(help_text=TOKENS_HELP + " Counts all its keys' tokens.")
     budget_warning_percent = BudgetWarningField()
+    allow_client_mcp_servers = StrictBooleanField(
+        required=False,
+        help_text="Whether a request's mcp tool may name its own server_url; off, only the "
+        "organisation's registered MCP servers are reached.",
+    )
     spend = serializers.SerializerMethodField()
     created_at = serializers.DateTimeField(read_only=True)
 

@@ -156,6 +156,7 @@ class OrganisationSettingsForm(ServiceForm):
             "monthly_tokens": "Monthly tokens",
             "currency": "Currency",
             "budget_warning_percent": "Warn past (% of a monthly limit)",
+            "allow_client_mcp_servers": "Allow MCP servers named by requests",
         }
         help_texts = {
             "monthly_budget": SPEND_HELP + " Counts every key of the organisation.",
@@ -167,6 +168,9 @@ class OrganisationSettingsForm(ServiceForm):
             "retention_policy": "“Store nothing” is zero data retention: previous_response_id "
             "and GET /v1/responses/{id} are refused.",
             "default_rpm": "Applies to the whole organisation and to keys without their own limit.",
+            "allow_client_mcp_servers": "Off: an mcp tool reaches only the servers registered "
+            "under MCP servers. On: a request may also give its own server_url (never a "
+            "link-local or cloud metadata address).",
         }
 
     def __init__(self, *args, **kwargs):

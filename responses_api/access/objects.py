@@ -1,5 +1,5 @@
-"""Who may see and change the API's tenant objects: backends, models and the
-usage log. The only way a view gets one (``accounts.access`` does the same
+"""Who may see and change the API's tenant objects: backends, models, MCP
+servers and the usage log. The only way a view gets one (``accounts.access`` does the same
 for keys, members and settings).
 
 Each ``get_<thing>_for_member`` filters by the member's organisation first,
@@ -17,7 +17,7 @@ from django.http import Http404
 
 from accounts.access import is_support, object_or_404, require, uuid_or_404
 from accounts.models import Membership
-from responses_api.models import Backend, ServedModel, UsageLog
+from responses_api.models import Backend, McpServer, ServedModel, UsageLog
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
@@ -55,6 +55,19 @@ def get_model_for_member(
     if manage:
         require(membership, "model_manage")
     return model
+
+
+def mcp_servers_for_member(*, membership: Membership) -> QuerySet[McpServer]:
+    return McpServer.objects.filter(organisation_id=membership.organisation_id)
+
+
+def get_mcp_server_for_member(
+    *, membership: Membership, server_id: object, manage: bool = False
+) -> McpServer:
+    server = object_or_404(mcp_servers_for_member(membership=membership), id=uuid_or_404(server_id))
+    if manage:
+        require(membership, "mcp_manage")
+    return server
 
 
 # --- Usage -------------------------------------------------------------------

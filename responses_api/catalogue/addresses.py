@@ -123,13 +123,14 @@ def address_kind(address: str) -> str | None:
     return None
 
 
-def refused_message(host: str, kind: str, *, resolved: bool) -> str:
+def refused_message(host: str, kind: str, *, resolved: bool, subject: str = "backend") -> str:
     """The one wording of a refusal, at save time and at connect time. A
     resolved name's addresses are not named: the organisation admin who
-    reads it may not learn the inside of the platform's network."""
+    reads it may not learn the inside of the platform's network.
+    ``subject`` names what has the address (a backend, an MCP server)."""
     article = "an" if kind[0] in "aeiou" else "a"
     verb = "resolves to" if resolved else "is"
-    return f"The backend's address {host} is not allowed: it {verb} {article} {kind} address."
+    return f"The {subject}'s address {host} is not allowed: it {verb} {article} {kind} address."
 
 
 def resolve(host: str, port: int) -> list[str]:
@@ -142,21 +143,23 @@ def resolve(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
-def save_refusal(host: str, port: int, policy: AddressPolicy) -> str | None:
-    """Why a backend at ``host`` may not be saved under ``policy``, or None.
-    A name that does not resolve yet is accepted: the connection is checked
-    again when it is made."""
+def save_refusal(
+    host: str, port: int, policy: AddressPolicy, *, subject: str = "backend"
+) -> str | None:
+    """Why a backend (or another ``subject``) at ``host`` may not be saved
+    under ``policy``, or None. A name that does not resolve yet is accepted:
+    the connection is checked again when it is made."""
     if policy.refuses_name(host):
-        return refused_message(host, "cloud metadata", resolved=False)
+        return refused_message(host, "cloud metadata", resolved=False, subject=subject)
     if _is_ip(host):
         kind = policy.refusal(host)
-        return refused_message(host, kind, resolved=False) if kind else None
+        return refused_message(host, kind, resolved=False, subject=subject) if kind else None
     if policy.opens_all:
         return None  # nothing to look up
     for address in resolve(host, port):
         kind = policy.refusal(address)
         if kind:
-            return refused_message(host, kind, resolved=True)
+            return refused_message(host, kind, resolved=True, subject=subject)
     return None
 
 
@@ -237,7 +240,7 @@ def base_url_error(url: str, *, allow_private: bool | None) -> str | None:
         return "A base URL has no query (?…) or fragment (#…)."
     if "@" in parts.netloc:
         return "A base URL has no user name or password; give the upstream API key instead."
-    if _numeric_host(parts.hostname):
+    if numeric_host(parts.hostname):
         return "Write an IPv4 address as four decimal numbers (a.b.c.d)."
     if allow_private is None:
         return None
@@ -250,7 +253,7 @@ def base_url_error(url: str, *, allow_private: bool | None) -> str | None:
     return None
 
 
-def _numeric_host(host: str) -> bool:
+def numeric_host(host: str) -> bool:
     """A host in one of the old numeric IPv4 forms (``2130706433``,
     ``127.1``, ``0x7f.0.0.1``) that resolvers accept but aiohttp refuses."""
     if ":" in host or not all(c in "0123456789abcdefx." for c in host):

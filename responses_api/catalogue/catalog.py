@@ -9,13 +9,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
 from responses_api.runtime.flight import Flights
 from responses_api.runtime.secrets import decrypt
 from responses_api.translate.request import ModelLimits
+
+if TYPE_CHECKING:
+    from responses_api.catalogue.mcp_entries import McpOrganisation, McpServerEntry
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,9 @@ class ModelEntry:
 class Catalog:
     by_name: dict[str, ModelEntry]
     models: tuple[ModelEntry, ...]
+    # The registered MCP servers and the client-server switch
+    # (``catalogue.mcp_entries``); None in a catalogue built by hand.
+    mcp: McpOrganisation | None = None
 
 
 _cache: dict[int, tuple[float, float, Catalog]] = {}  # org → (expires, loaded, catalog)
@@ -136,6 +142,7 @@ def _compared(backend_ids: set[Any]) -> set[Any]:
 
 
 def load_catalog(organisation_id: int) -> Catalog:
+    from responses_api.catalogue.mcp_entries import load_mcp_organisation
     from responses_api.models import ServedModel
 
     by_name: dict[str, ModelEntry] = {}
@@ -174,7 +181,9 @@ def load_catalog(organisation_id: int) -> Catalog:
         by_name[model.public_id] = entry
         for alias in model.aliases or ():
             by_name.setdefault(alias, entry)
-    return Catalog(by_name=by_name, models=tuple(models))
+    return Catalog(
+        by_name=by_name, models=tuple(models), mcp=load_mcp_organisation(organisation_id)
+    )
 
 
 async def get_catalog(organisation_id: int, *, missing: str | None = None) -> Catalog:
@@ -205,3 +214,23 @@ async def _reload(organisation_id: int) -> Catalog:
         expires = started + settings.SWITCHYARD_CATALOG_CACHE_SECONDS
         _cache[organisation_id] = (expires, started, catalog)
     return catalog
+
+
+async def mcp_organisation_for(
+    organisation_id: int, *, missing: str | None = None
+) -> McpOrganisation:
+    """What ``catalogue.mcp_resolve.resolve_mcp_tool`` takes: the
+    organisation's registered MCP servers, with their secrets decrypted for
+    the tool loop, and whether requests may name their own servers.
+    ``missing`` names a label the caller did not find, which reloads a
+    catalogue that may predate it (as for a model, :func:`get_catalog`)."""
+    from responses_api.catalogue.mcp_entries import McpOrganisation
+
+    return (await get_catalog(organisation_id, missing=missing)).mcp or McpOrganisation()
+
+
+async def mcp_servers_for(organisation_id: int) -> dict[str, McpServerEntry]:
+    """The organisation's registered MCP servers by label; disabled ones
+    included (the resolver says a disabled server is disabled). Another
+    organisation's servers are never in it."""
+    return dict((await mcp_organisation_for(organisation_id)).servers)

@@ -34,6 +34,7 @@ def _rows(crew, estates):
         role="developer",
     )
     check = BackendHealthCheck.objects.create(backend=acme.backend, ok=True)
+    server = _mcp_server(crew)
     return [
         ("accounts_organisation", crew["acme"], reverse("console:settings")),
         (
@@ -56,7 +57,27 @@ def _rows(crew, estates):
         ),
         ("responses_api_usagelog", acme.row, reverse("console:trace", args=[acme.row.request_id])),
         ("console_backendhealthcheck", check, reverse("console:backend", args=[acme.backend.id])),
+        (
+            "responses_api_mcpserver",
+            server,
+            reverse("console:mcp_server_edit", args=[server.id]),
+        ),
     ]
+
+
+def _mcp_server(crew):
+    from accounts.audit import CLI
+    from responses_api.catalogue.services.mcp_servers import mcp_server_ensure
+
+    server, _ = mcp_server_ensure(
+        organisation=crew["acme"],
+        label="wiki",
+        actor=CLI,
+        server_url="https://wiki.example/mcp",
+        headers={"X-Api-Key": "admin-page-secret"},
+        authorization="Bearer admin-page-token",
+    )
+    return server
 
 
 def _snapshot(obj) -> dict:
@@ -98,6 +119,14 @@ def test_adding_changing_and_deleting_are_refused(root, crew, estates):
         assert model.objects.count() == count, name
         obj.refresh_from_db()
         assert _snapshot(obj) == before, name
+
+
+def test_an_mcp_servers_secrets_are_not_shown(root, crew, estates):
+    server = _mcp_server(crew)
+    body = root.get(reverse("admin:responses_api_mcpserver_change", args=[server.pk])).content
+    assert b"wiki.example" in body
+    for secret in ("admin-page-secret", "admin-page-token", server.headers_encrypted):
+        assert secret.encode() not in body
 
 
 def test_deployments_inside_a_model_page_are_read_only(root, estates):

@@ -16,8 +16,8 @@ from admin_api.provision import ProvisionError, apply_document
 
 class Command(BaseCommand):
     help = (
-        "Create or update organisations, backends, models and API keys as a YAML file "
-        "declares them, and print what changed. Created API keys are printed once."
+        "Create or update organisations, backends, models, API keys and MCP servers as a "
+        "YAML file declares them, and print what changed. Created API keys are printed once."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -28,8 +28,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--prune",
             action="store_true",
-            help="Also delete backends and models, and revoke API keys, that the file's "
-            "organisations do not name.",
+            help="Also delete backends, models and MCP servers, and revoke API keys, that the "
+            "file's organisations do not name.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -50,7 +50,7 @@ def _backend_name_taken(
     return same.exists()
 
 
-def _may_allow_private(actor: Actor) -> bool:
+def may_allow_private(actor: Actor) -> bool:
     """Platform staff: the command line, or a staff member in the console.
     An organisation's admins (console or admin key) are not."""
     if actor.source == AuditEntry.Source.CLI and actor.user is None:
@@ -157,7 +157,7 @@ def backend_create(
     """Add a backend to the organisation (None: a shared, platform backend).
     ``allow_private`` lets it sit on a private or link-local address; only
     platform staff may set it."""
-    if allow_private and not _may_allow_private(actor):
+    if allow_private and not may_allow_private(actor):
         raise ValidationError({"allow_private": "Only platform staff may set this."})
     values = _backend_clean(
         organisation_id=organisation.pk if organisation else None,
@@ -193,7 +193,7 @@ def backend_update(*, backend: Backend, actor: Actor, data: Mapping[str, Any]) -
     refuse_unknown(data, (*BACKEND_FIELDS, "upstream_key"))
     current = {f: getattr(backend, f) for f in BACKEND_FIELDS}
     wanted = {f: data[f] for f in BACKEND_FIELDS if f in data}
-    staff = _may_allow_private(actor)
+    staff = may_allow_private(actor)
     flag = current["allow_private"]
     if not staff and wanted.get("allow_private", flag) != flag:
         raise ValidationError({"allow_private": "Only platform staff may change this."})

@@ -1,4 +1,4 @@
-"""Backends, the models they serve, and the usage log."""
+"""Backends, the models they serve, the usage log; MCP servers in ``models.mcp``."""
 
 import uuid
 
@@ -6,6 +6,7 @@ from django.db import models
 from django.utils import timezone
 
 from accounts.models import ApiKey, Organisation
+from responses_api.models.mcp import McpServer as McpServer
 from responses_api.runtime import histogram
 
 
