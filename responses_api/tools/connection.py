@@ -23,6 +23,7 @@ import ipaddress
 import ssl
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpcore2
@@ -36,6 +37,26 @@ SUBJECT = "MCP server"
 
 class UrlInvalid(Exception):
     """The server's URL is no http(s) URL a connection can be made to."""
+
+
+def url_error(url: str) -> str | None:
+    """Why ``url`` cannot be an MCP server's URL, or None. Unlike a
+    backend's base URL it may have a query: some servers take their key
+    there. Its address is judged when the connection is made."""
+    if not url.startswith(("http://", "https://")):
+        return "use an http:// or https:// URL."
+    if len(url) > 2000 or any(c.isspace() for c in url):
+        return "enter a valid URL."
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a port that is no number)
+    except ValueError:
+        return "enter a valid URL."
+    if not parts.hostname:
+        return "enter a valid URL."
+    if "@" in parts.netloc:
+        return "give credentials as headers or the authorization, not in the URL."
+    return None
 
 
 class Guard:

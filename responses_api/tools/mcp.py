@@ -37,6 +37,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -45,8 +46,8 @@ from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from responses_api.catalogue.addresses import backend_policy, base_url_error
-from responses_api.tools.connection import Guard, UrlInvalid, http_client
+from responses_api.catalogue.addresses import backend_policy
+from responses_api.tools.connection import Guard, UrlInvalid, http_client, url_error
 from responses_api.tools.logs import hiding, redact
 from responses_api.tools.outcome import describe_failure, output_text
 
@@ -80,7 +81,12 @@ class McpServer:
     def secrets(self) -> list[str]:
         """What must not come back in an output or an error message."""
         found = [self.authorization] if self.authorization else []
-        return found + [v for v in self.headers.values() if len(v) >= 8]
+        found += [value for value in self.headers.values() if len(value) >= 8]
+        # A key some servers take in the URL's query.
+        with contextlib.suppress(ValueError):
+            if len(query := urlsplit(self.url).query) >= 8:
+                found.append(query)
+        return found
 
 
 @dataclass(frozen=True)
@@ -183,7 +189,7 @@ async def _session(server: McpServer, guard: Guard, within: float) -> AsyncItera
     """An initialised session, over the server's transport. ``auto`` tries
     Streamable HTTP first and falls back to SSE (the older transport) when
     the server refuses the ``initialize`` POST with a 4xx."""
-    if problem := base_url_error(server.url, allow_private=None):
+    if problem := url_error(server.url):
         raise UrlInvalid(problem)
     kinds: tuple[Transport, ...] = (
         ("streamable_http", "sse") if server.transport == "auto" else (server.transport,)

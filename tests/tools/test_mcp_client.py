@@ -125,9 +125,8 @@ def test_the_token_is_never_logged_nor_returned(mcp_server, caplog, transport, p
 
 
 def test_list_tools_failure_is_mcp_unavailable_with_the_server_label(mcp_server):
-    server = McpServer(
-        label="docs", url=mcp_server.url + "/nowhere", transport="streamable_http", allow_private=True
-    )
+    url = mcp_server.url + "/nowhere"
+    server = McpServer(label="docs", url=url, transport="streamable_http", allow_private=True)
     with pytest.raises(McpUnavailable) as caught:
         run_alone(list_tools(server, timeout=10))
     assert caught.value.server_label == "docs"

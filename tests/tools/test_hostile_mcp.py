@@ -1,0 +1,114 @@
+"""An MCP server's answer is untrusted input.
+
+A server that hangs, answers 50 MB, answers what is no JSON-RPC, drops the
+connection halfway or answers an HTML 500 ends the call with an outcome
+saying so, within the timeout, never an exception; listing its tools is
+``McpUnavailable``. The 50 MB answer is aborted as it arrives: the process's
+memory does not grow by anything like it, and the server could write only
+what the sockets' buffers hold before the client hung up.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from responses_api.tools.mcp import McpServer, McpUnavailable, call_tool, list_tools
+from tests.tools.conftest import TOKEN, run_alone
+
+pytestmark = pytest.mark.live
+
+TIMEOUT = 2.0
+CAP = 256 * 1024
+BROKE = "The connection to the MCP server broke before the answer was complete."
+NOT_JSONRPC = "The MCP server's answer is not valid JSON-RPC."
+SLOW = "The MCP server did not answer within 2 seconds."
+
+# Each behaviour (tests/tools/servers/hostile_mcp.py) and the outcome's error.
+BEHAVIOURS = {
+    "hang": SLOW,
+    "hang-accept": SLOW,
+    "huge": "exceeded",
+    "huge-sse": "exceeded",
+    "garbage": NOT_JSONRPC,
+    "not-jsonrpc": NOT_JSONRPC,
+    "drop": BROKE,
+    "drop-sse": BROKE,
+    "html-500": "The MCP server answered HTTP 500.",
+    "unauthorized": "The MCP server refused the authorization (HTTP 401).",
+    "echo-secret": "The MCP server answered with an error: bad credentials: Bearer [redacted]",
+}
+
+
+def _server(hostile, behaviour: str, transport: str = "streamable_http") -> McpServer:
+    return McpServer(
+        label="hostile",
+        url=f"{hostile.url}/{behaviour}/mcp",
+        transport=transport,
+        authorization=TOKEN,
+        allow_private=True,
+    )
+
+
+@pytest.mark.parametrize("behaviour", list(BEHAVIOURS))
+def test_a_hostile_answer_is_an_outcome_within_the_timeout(hostile_mcp, behaviour):
+    started = time.perf_counter()
+    outcome, pending = run_alone(
+        call_tool(_server(hostile_mcp, behaviour), "add", {}, timeout=TIMEOUT, max_output_bytes=CAP)
+    )
+    took = time.perf_counter() - started
+    assert pending == []
+    assert outcome.output == "" and outcome.is_error is False
+    assert BEHAVIOURS[behaviour] in outcome.error
+    assert TOKEN not in outcome.error
+    assert took < TIMEOUT + 1.0
+    if BEHAVIOURS[behaviour] != SLOW:
+        assert took < TIMEOUT / 2, "a failure the client can see ends the call at once"
+
+
+@pytest.mark.parametrize("behaviour", list(BEHAVIOURS))
+def test_listing_a_hostile_servers_tools_is_mcp_unavailable(hostile_mcp, behaviour):
+    with pytest.raises(McpUnavailable) as caught:
+        run_alone(list_tools(_server(hostile_mcp, behaviour), timeout=TIMEOUT, max_bytes=CAP))
+    assert caught.value.server_label == "hostile"
+    assert BEHAVIOURS[behaviour] in caught.value.message
+    assert TOKEN not in caught.value.message
+
+
+@pytest.mark.parametrize("behaviour", ["hang", "html-500", "unauthorized"])
+def test_auto_transport_gives_the_same_outcome(hostile_mcp, behaviour):
+    outcome, _ = run_alone(
+        call_tool(
+            _server(hostile_mcp, behaviour, "auto"),
+            "add",
+            {},
+            timeout=TIMEOUT,
+            max_output_bytes=CAP,
+        )
+    )
+    assert BEHAVIOURS[behaviour] in outcome.error
+
+
+def _peak_kib() -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+)", status).group(1))
+
+
+@pytest.mark.parametrize("behaviour", ["huge", "huge-sse"])
+def test_a_50_mb_answer_is_never_held_whole(hostile_mcp, behaviour):
+    before = httpx.get(hostile_mcp.url + "/stats").json().get(behaviour, 0)
+    # Resets the peak resident size (Linux), so the peak below is this call's.
+    Path("/proc/self/clear_refs").write_text("5")
+    baseline = _peak_kib()
+    outcome, _ = run_alone(
+        call_tool(_server(hostile_mcp, behaviour), "add", {}, timeout=30, max_output_bytes=CAP)
+    )
+    grown_mib = (_peak_kib() - baseline) / 1024
+    assert "exceeded" in outcome.error
+    assert grown_mib < 20, f"the process grew by {grown_mib:.0f} MiB"
+    sent_mib = (httpx.get(hostile_mcp.url + "/stats").json()[behaviour] - before) / 2**20
+    assert sent_mib < 25, f"the server wrote {sent_mib:.0f} MiB before the client hung up"
