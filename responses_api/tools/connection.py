@@ -70,7 +70,7 @@ class Guard:
         self.received = 0
         # The first address refusal, said without the addresses a name resolved to.
         self.refusal: str | None = None
-        # The last HTTP error status the server answered (4xx, 5xx), if any.
+        # The last HTTP error status a POST was answered with, if any.
         self.status: int | None = None
         # Cancelled when the answer goes past the limit.
         self.scope: anyio.CancelScope | None = None
@@ -205,7 +205,10 @@ def http_client(guard: Guard, headers: dict[str, str], within: float) -> httpx2.
     followed but within the server's origin (the SDK's own rule)."""
 
     async def note_status(response: httpx2.Response) -> None:
-        if response.status_code >= 400:
+        # The POSTs carry the JSON-RPC messages. A GET is either the
+        # optional stream of Streamable HTTP (a 405 there is no failure) or
+        # the SSE transport's stream, whose error status the SDK raises.
+        if response.status_code >= 400 and response.request.method == "POST":
             guard.status = response.status_code
 
     return httpx2.AsyncClient(

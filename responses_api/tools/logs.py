@@ -36,7 +36,10 @@ class Redacting(logging.Filter):
         secrets = _secrets.get()
         if not secrets:
             return True
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            return True  # a malformed record: the handler reports it
         if any(secret in message for secret in secrets):
             record.msg, record.args = redact(message, secrets), None
         if record.exc_info:

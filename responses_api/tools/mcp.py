@@ -17,8 +17,9 @@ The contract the loop relies on:
   closed and no task of it is left behind; the ``CancelledError`` goes on.
 * Bounds: ``timeout`` covers everything (connecting, the ``initialize``
   handshake, the call and closing); the bytes the server sends are counted as
-  they arrive, and the session is aborted past the cap, so a 50 MB answer
-  is never held whole; the output text is cut at ``max_output_bytes``.
+  they arrive, and the session is aborted past ``ANSWER_FACTOR`` times
+  ``max_output_bytes`` (``max_bytes`` for a listing), so a 50 MB answer is
+  never held whole; the output text is cut at ``max_output_bytes``, saying so.
 * Every connection obeys the backend address policy
   (:mod:`responses_api.catalogue.addresses`), checked at connect time.
 * The ``authorization`` token is sent as ``Authorization: Bearer ...``; it
@@ -58,6 +59,8 @@ Transport = Literal["streamable_http", "sse", "auto"]
 LIST_TOOLS_MAX_BYTES = 4 * 1024 * 1024
 # Pages of a tool listing followed at most (a server paging forever).
 LIST_TOOLS_MAX_PAGES = 20
+# A call's answer may take this many times max_output_bytes on the wire.
+ANSWER_FACTOR = 4
 
 
 @dataclass(frozen=True)
@@ -159,8 +162,9 @@ async def call_tool(
     max_output_bytes: int,
 ) -> McpOutcome:
     """Call one tool; see the module's docstring for what may come back."""
-    # The answer's JSON-RPC envelope and escapes around the output's text.
-    guard = _guard(server, 2 * max_output_bytes + 64 * 1024)
+    # The wire may carry more than the text: the JSON-RPC envelope, escapes,
+    # and the structured copy of the output many servers add.
+    guard = _guard(server, ANSWER_FACTOR * max_output_bytes + 256 * 1024)
     result: mcp_types.CallToolResult | None = None
     with hiding(server.secrets()), anyio.move_on_after(timeout) as scope:
         guard.scope = scope

@@ -99,6 +99,11 @@ def _described(exc: BaseException, timeout: float) -> str | None:
             return f"The connection to the {SUBJECT} broke before the answer was complete."
         said = exc.error.message[:SERVER_MESSAGE_CHARS]
         return f"The {SUBJECT} answered with an error: {said}"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        status = exc.response.status_code
+        if status in (401, 403):
+            return f"The {SUBJECT} refused the authorization (HTTP {status})."
+        return f"The {SUBJECT} answered HTTP {status}."
     if isinstance(exc, httpx2.ConnectTimeout):
         return f"Could not connect to the {SUBJECT} within {timeout:g} seconds."
     if isinstance(exc, httpx2.ConnectError):

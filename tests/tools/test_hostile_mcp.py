@@ -10,6 +10,7 @@ what the sockets' buffers hold before the client hung up.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from pathlib import Path
@@ -35,6 +36,7 @@ BEHAVIOURS = {
     "huge": "exceeded",
     "huge-sse": "exceeded",
     "garbage": NOT_JSONRPC,
+    "garbage-secret": NOT_JSONRPC,
     "not-jsonrpc": NOT_JSONRPC,
     "drop": BROKE,
     "drop-sse": BROKE,
@@ -112,3 +114,30 @@ def test_a_50_mb_answer_is_never_held_whole(hostile_mcp, behaviour):
     assert grown_mib < 20, f"the process grew by {grown_mib:.0f} MiB"
     sent_mib = (httpx.get(hostile_mcp.url + "/stats").json()[behaviour] - before) / 2**20
     assert sent_mib < 25, f"the server wrote {sent_mib:.0f} MiB before the client hung up"
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "error"),
+    [
+        ("unauthorized", "The MCP server refused the authorization (HTTP 401)."),
+        ("html-500", "The MCP server answered HTTP 405."),
+    ],
+)
+def test_an_sse_stream_refused_is_an_outcome(hostile_mcp, behaviour, error):
+    outcome, pending = run_alone(
+        call_tool(
+            _server(hostile_mcp, behaviour, "sse"), "add", {}, timeout=TIMEOUT, max_output_bytes=CAP
+        )
+    )
+    assert pending == []
+    assert outcome.error == error
+
+
+def test_a_token_the_server_echoes_is_not_logged(hostile_mcp, caplog):
+    """The SDK logs what it cannot parse, with a traceback: without the token."""
+    caplog.set_level(logging.DEBUG)
+    server = _server(hostile_mcp, "garbage-secret")
+    outcome, _ = run_alone(call_tool(server, "add", {}, timeout=TIMEOUT, max_output_bytes=CAP))
+    assert outcome.error == NOT_JSONRPC
+    assert "<<Bearer [redacted]>>" in caplog.text
+    assert TOKEN not in caplog.text

@@ -2,7 +2,8 @@
 so it can do what no well-behaved server library would.
 
 It speaks enough Streamable HTTP to get through the handshake (``initialize``
-and ``notifications/initialized`` are answered correctly), then answers
+and ``notifications/initialized`` are answered correctly; the optional GET
+stream and the closing DELETE are refused with 405), then answers
 every other request (``tools/list``, ``tools/call``) as the path's first
 segment says:
 
@@ -11,6 +12,7 @@ segment says:
 - ``huge``: a valid result whose text is 50 MB, as one JSON body;
 - ``huge-sse``: the same as one Server-Sent Event;
 - ``garbage``: ``200 application/json`` that is no JSON;
+- ``garbage-secret``: the same, repeating the request's Authorization header;
 - ``not-jsonrpc``: JSON that is no JSON-RPC message;
 - ``drop``: the headers and half of the body, then the connection closes;
 - ``drop-sse``: an event stream's headers and half an event, then closes;
@@ -41,8 +43,8 @@ INITIALIZE = {
 }
 
 
-def _head(status: str, content_type: str, length: int | None = None) -> bytes:
-    lines = [f"HTTP/1.1 {status}", f"content-type: {content_type}"]
+def _head(status: str, content_type: str, length: int | None = None, *extra: str) -> bytes:
+    lines = [f"HTTP/1.1 {status}", f"content-type: {content_type}", *extra]
     lines.append(f"content-length: {length}" if length is not None else "connection: close")
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
@@ -82,6 +84,9 @@ async def _misbehave(behaviour: str, writer: asyncio.StreamWriter, message: dict
         return False
     elif behaviour == "garbage":
         writer.write(_head("200 OK", "application/json", 14) + b"<<not json!>>\n")
+    elif behaviour == "garbage-secret":
+        page = f"<<{headers.get('authorization', '')}>>".encode()
+        writer.write(_head("200 OK", "application/json", len(page)) + page)
     elif behaviour == "not-jsonrpc":
         writer.write(_json("200 OK", {"hello": "world", "id": request_id}))
     elif behaviour == "drop":
@@ -131,8 +136,14 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             else:
                 message = json.loads(body)
                 if message.get("method") == "initialize":
-                    result = {"jsonrpc": "2.0", "id": message["id"], "result": INITIALIZE}
-                    writer.write(_json("200 OK", result))
+                    # A session id: the client then opens the optional GET
+                    # stream too, which is refused (405) as servers may.
+                    answer = json.dumps(
+                        {"jsonrpc": "2.0", "id": message["id"], "result": INITIALIZE}
+                    ).encode()
+                    session = "mcp-session-id: hostile-session"
+                    writer.write(_head("200 OK", "application/json", len(answer), session))
+                    writer.write(answer)
                 elif "id" not in message:
                     writer.write(_head("202 Accepted", "text/plain", 0))
                 elif not await _misbehave(behaviour, writer, message, headers):
