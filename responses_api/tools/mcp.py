@@ -61,12 +61,29 @@ LIST_TOOLS_MAX_BYTES = 4 * 1024 * 1024
 LIST_TOOLS_MAX_PAGES = 20
 # A call's answer may take this many times max_output_bytes on the wire.
 ANSWER_FACTOR = 4
+# Headers the HTTP client and the MCP transport set; a client's are dropped.
+TRANSPORT_HEADERS = frozenset(
+    {
+        "host",
+        "connection",
+        "content-length",
+        "transfer-encoding",
+        "content-type",
+        "accept",
+        "accept-encoding",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "last-event-id",
+    }
+)
 
 
 @dataclass(frozen=True)
 class McpServer:
     """One remote MCP server as a request names it. ``headers`` and
-    ``authorization`` are the client's secrets: out of the repr."""
+    ``authorization`` are the client's secrets: out of the repr, and any
+    header value of 8 characters or more is taken out of outputs and error
+    messages like the token."""
 
     label: str
     url: str
@@ -76,7 +93,11 @@ class McpServer:
     allow_private: bool = False
 
     def request_headers(self) -> dict[str, str]:
-        headers = dict(self.headers)
+        """The client's headers but those of HTTP and of the MCP transport
+        itself, and the authorization as a bearer token, which replaces an
+        ``Authorization`` of the headers."""
+        reserved = TRANSPORT_HEADERS | ({"authorization"} if self.authorization else set())
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in reserved}
         if self.authorization:
             headers["Authorization"] = f"Bearer {self.authorization}"
         return headers

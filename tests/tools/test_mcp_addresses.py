@@ -83,6 +83,22 @@ def test_the_servers_own_flag_opens_loopback(mcp_server):
 
 
 @pytest.mark.usefixtures("platform_refuses_private")
+@pytest.mark.parametrize(
+    ("host", "kind"),
+    [
+        ("[::1]", "a loopback"),
+        ("[::ffff:127.0.0.1]", "a loopback"),
+        ("10.1.2.3", "a private"),
+        ("100.64.0.9", "a shared (carrier-grade NAT)"),
+        ("0.0.0.0", "an unspecified"),
+    ],
+)
+def test_every_non_public_literal_is_refused(host, kind):
+    error = _call(f"http://{host}:8000/mcp").error
+    assert error.endswith(f"is not allowed: it is {kind} address.")
+
+
+@pytest.mark.usefixtures("platform_refuses_private")
 def test_listing_tools_at_a_refused_address_is_mcp_unavailable():
     server = McpServer(label="internal", url="http://10.0.0.8:8000/mcp")
     with pytest.raises(McpUnavailable) as caught:

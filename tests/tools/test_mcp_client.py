@@ -131,3 +131,13 @@ def test_list_tools_failure_is_mcp_unavailable_with_the_server_label(mcp_server)
         run_alone(list_tools(server, timeout=10))
     assert caught.value.server_label == "docs"
     assert str(caught.value) == "The MCP server answered HTTP 404."
+
+
+def test_the_authorization_replaces_a_header_of_that_name_and_transport_headers_are_dropped(
+    mcp_server,
+):
+    headers = {"authorization": "Basic b3RoZXI=", "Mcp-Session-Id": "forged", "X-Tenant": "acme"}
+    server = _server(mcp_server.url, authorization=TOKEN, headers=headers)
+    assert server.request_headers() == {"X-Tenant": "acme", "Authorization": f"Bearer {TOKEN}"}
+    digest = hashlib.sha256(f"Bearer {TOKEN}".encode()).hexdigest()
+    assert _call(server, "whoami", {}).output == f"authorization-sha256={digest};tenant=acme"
