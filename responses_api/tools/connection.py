@@ -22,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 import ssl
 from collections.abc import Iterable
+from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -184,15 +185,24 @@ class PolicyBackend(httpcore2.AsyncNetworkBackend):
         await self._backend.sleep(seconds)
 
 
+@cache
+def tls_context() -> ssl.SSLContext:
+    """The system's trust store, verified as httpx2 does. Made once: loading
+    the certificates takes tens of milliseconds of the event loop, which a
+    context per session would pay at every call. A context is safe to share
+    between connections; none of its settings change after this."""
+    return httpx2.create_ssl_context(trust_env=False)
+
+
 class PolicyTransport(httpx2.AsyncHTTPTransport):
     """httpx2's transport over a pool whose connections are made by
     :class:`PolicyBackend`. httpx2 takes no network backend of its own
     accord: the pool it made is replaced by an equal one that does."""
 
     def __init__(self, guard: Guard) -> None:
-        super().__init__(trust_env=False)
+        super().__init__(verify=tls_context(), trust_env=False)
         self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(trust_env=False),
+            ssl_context=tls_context(),
             max_connections=4,
             max_keepalive_connections=2,
             network_backend=PolicyBackend(guard),

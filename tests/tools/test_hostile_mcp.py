@@ -23,11 +23,11 @@ from tests.tools.conftest import TOKEN, run_alone
 
 pytestmark = pytest.mark.live
 
-TIMEOUT = 2.0
+TIMEOUT = 3.0
 CAP = 256 * 1024
 BROKE = "The connection to the MCP server broke before the answer was complete."
 NOT_JSONRPC = "The MCP server's answer is not valid JSON-RPC."
-SLOW = "The MCP server did not answer within 2 seconds."
+SLOW = "The MCP server did not answer within 3 seconds."
 
 # Each behaviour (tests/tools/servers/hostile_mcp.py) and the outcome's error.
 BEHAVIOURS = {
@@ -69,7 +69,8 @@ def test_a_hostile_answer_is_an_outcome_within_the_timeout(hostile_mcp, behaviou
     assert TOKEN not in outcome.error
     assert took < TIMEOUT + 1.0
     if BEHAVIOURS[behaviour] != SLOW:
-        assert took < TIMEOUT / 2, "a failure the client can see ends the call at once"
+        # At once, not at the deadline (with room for a loaded machine).
+        assert took < TIMEOUT / 2, "a failure the client can see ends the call"
 
 
 @pytest.mark.parametrize("behaviour", list(BEHAVIOURS))
