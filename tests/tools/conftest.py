@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -13,17 +14,18 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import ROOT, Proc, free_port, wait_http
+from tests.support import wait_until
 
 TOKEN = "sk-user-oauth-7f3a9c1e5b2d4f60"
 
 
-def start_server(module: str, name: str, health: str) -> Proc:
+def start_server(module: str, name: str, health: str, *args: str) -> Proc:
     port = free_port()
     directory = ROOT / "tests" / "artifacts" / "logs"
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / f"{name}-{uuid.uuid4().hex[:8]}.log"
     process = subprocess.Popen(
-        [sys.executable, "-m", module, str(port)],
+        [sys.executable, "-m", module, str(port), *args],
         cwd=ROOT,
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
@@ -31,11 +33,24 @@ def start_server(module: str, name: str, health: str) -> Proc:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_http(url + health, timeout=30, proc=process)
+        if args:  # over TLS, with a certificate no client trusts: listening is enough
+            wait_until(lambda: _listening(port, process), timeout=30)
+        else:
+            wait_http(url + health, timeout=30, proc=process)
     except BaseException:
         process.kill()
         raise
     return Proc(process, url, port, log)
+
+
+def _listening(port: int, process: subprocess.Popen) -> bool:
+    if process.poll() is not None:
+        raise RuntimeError(f"the server exited with {process.returncode}")
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
 process: Streamable HTTP at ``/mcp`` and the older HTTP+SSE at ``/sse``
 (messages posted to ``/messages/``).
 
-Usage: ``python -m tests.tools.servers.mcp_server PORT``.
+Usage: ``python -m tests.tools.servers.mcp_server PORT [CERTFILE KEYFILE]``.
 """
 
 from __future__ import annotations
@@ -100,4 +100,7 @@ def app() -> Starlette:
 
 
 if __name__ == "__main__":
-    uvicorn.run(app(), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+    # PORT [CERTFILE KEYFILE]: with a certificate, over TLS.
+    port, *tls = sys.argv[1:]
+    certificate = {"ssl_certfile": tls[0], "ssl_keyfile": tls[1]} if tls else {}
+    uvicorn.run(app(), host="127.0.0.1", port=int(port), log_level="warning", **certificate)
