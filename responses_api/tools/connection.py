@@ -63,7 +63,7 @@ def url_error(url: str) -> str | None:
 class Guard:
     """What one MCP session may receive, and what went wrong on its wire."""
 
-    __slots__ = ("limit", "policy", "received", "refusal", "scope", "status")
+    __slots__ = ("aborted", "limit", "policy", "received", "refusal", "scope", "status")
 
     def __init__(self, policy: AddressPolicy, limit: int) -> None:
         self.policy = policy
@@ -75,6 +75,8 @@ class Guard:
         self.status: int | None = None
         # Cancelled when the answer goes past the limit.
         self.scope: anyio.CancelScope | None = None
+        # Why the session was cut short on seeing an answer's headers.
+        self.aborted: str | None = None
 
     @property
     def exceeded(self) -> bool:
@@ -86,6 +88,12 @@ class Guard:
             if self.scope is not None:
                 self.scope.cancel()
             raise httpcore2.ReadError(f"The {SUBJECT}'s answer exceeded {self.limit} bytes.")
+
+    def abort(self, message: str) -> httpx2.DecodingError:
+        self.aborted = self.aborted or message
+        if self.scope is not None:
+            self.scope.cancel()
+        return httpx2.DecodingError(message)
 
     def refuse(self, message: str) -> httpcore2.ConnectError:
         self.refusal = self.refusal or message
@@ -212,22 +220,28 @@ class PolicyTransport(httpx2.AsyncHTTPTransport):
 def http_client(guard: Guard, headers: dict[str, str], within: float) -> httpx2.AsyncClient:
     """The client of one MCP session. No proxy from the environment (it
     would bypass the policy), no cookies kept between sessions, no redirect
-    followed but within the server's origin (the SDK's own rule)."""
+    followed but within the server's origin (the SDK's own rule), no
+    compressed answer."""
 
-    async def note_status(response: httpx2.Response) -> None:
+    async def inspect(response: httpx2.Response) -> None:
         # The POSTs carry the JSON-RPC messages. A GET is either the
         # optional stream of Streamable HTTP (a 405 there is no failure) or
         # the SSE transport's stream, whose error status the SDK raises.
         if response.status_code >= 400 and response.request.method == "POST":
             guard.status = response.status_code
+        # httpx2 decodes whatever the server says it encoded, though asked
+        # for none: 50 KB of gzip would be 50 MB past the byte count.
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding != "identity":
+            raise guard.abort(f"The {SUBJECT} sent a compressed answer, which is refused.")
 
     return httpx2.AsyncClient(
         transport=PolicyTransport(guard),
-        headers=headers,
+        headers={"Accept-Encoding": "identity", **headers},
         timeout=httpx2.Timeout(within),
         trust_env=False,
         follow_redirects=False,
-        event_hooks={"response": [note_status]},
+        event_hooks={"response": [inspect]},
     )
 
 

@@ -2,7 +2,8 @@
 or one sentence saying why there is none.
 
 A failure is described from what the session's guard saw on the wire (an
-address refusal, an answer past the cap, an HTTP error status) before the
+address refusal, an answer past the cap or compressed, an HTTP error
+status) before the
 exception: the SDK turns those into generic JSON-RPC errors. The sentences
 are the client's own; of the server's words only a JSON-RPC error's message
 is kept, shortened. Exception texts are not used: they may carry a URL.
@@ -72,6 +73,8 @@ def describe_failure(exc: BaseException | None, guard: Guard, *, timeout: float)
     the server's name resolved to. ``exc`` None: the time ran out."""
     if guard.refusal:
         return guard.refusal
+    if guard.aborted:
+        return guard.aborted
     if guard.exceeded:
         return f"The {SUBJECT}'s answer exceeded {guard.limit} bytes; the call was aborted."
     leaves = list(_leaves(exc)) if exc is not None else []

@@ -11,6 +11,7 @@ segment says:
 - ``hang-accept``: from the first request on, reads nothing, answers nothing;
 - ``huge``: a valid result whose text is 50 MB, as one JSON body;
 - ``huge-sse``: the same as one Server-Sent Event;
+- ``gzip-bomb``: the same in 50 KB of gzip (``content-encoding: gzip``);
 - ``garbage``: ``200 application/json`` that is no JSON;
 - ``garbage-secret``: the same, repeating the request's Authorization header;
 - ``not-jsonrpc``: JSON that is no JSON-RPC message;
@@ -30,7 +31,9 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import zlib
 from collections import Counter
+from functools import cache
 
 HUGE = 50 * 1024 * 1024
 CHUNK = 64 * 1024
@@ -74,6 +77,18 @@ async def _huge(writer: asyncio.StreamWriter, request_id: object, *, sse: bool) 
     await writer.drain()
 
 
+@cache
+def _gzip_bomb() -> bytes:
+    """A valid result of 50 MB of text in about 50 KB of gzip."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    parts = [compressor.compress(b'{"jsonrpc": "2.0", "id": 1, "result": {"content": [')]
+    parts.append(compressor.compress(b'{"type": "text", "text": "'))
+    chunk = b"x" * CHUNK
+    parts += [compressor.compress(chunk) for _ in range(HUGE // CHUNK)]
+    parts.append(compressor.compress(b'"}]}}'))
+    return b"".join([*parts, compressor.flush()])
+
+
 async def _misbehave(behaviour: str, writer: asyncio.StreamWriter, message: dict, headers) -> bool:
     """Answer a request past the handshake; False: close the connection."""
     request_id = message.get("id")
@@ -82,6 +97,10 @@ async def _misbehave(behaviour: str, writer: asyncio.StreamWriter, message: dict
     elif behaviour in ("huge", "huge-sse"):
         await _huge(writer, request_id, sse=behaviour == "huge-sse")
         return False
+    elif behaviour == "gzip-bomb":
+        bomb = _gzip_bomb()
+        head = _head("200 OK", "application/json", len(bomb), "content-encoding: gzip")
+        writer.write(head + bomb)
     elif behaviour == "garbage":
         writer.write(_head("200 OK", "application/json", 14) + b"<<not json!>>\n")
     elif behaviour == "garbage-secret":
