@@ -147,3 +147,12 @@ def test_a_url_that_is_not_http_is_an_outcome(url):
     outcome = _call(url)
     assert outcome.error.startswith("The MCP server's URL is not valid: ")
     assert "secret" not in outcome.error
+
+
+@pytest.mark.usefixtures("platform_refuses_private")
+@pytest.mark.parametrize("host", ["2130706433", "127.1", "0x7f.0.0.1"])
+def test_old_numeric_forms_of_loopback_are_refused(host, listener):
+    port = listener.getsockname()[1]
+    error = _call(f"http://{host}:{port}/mcp").error
+    assert "is not allowed" in error and "loopback" in error
+    assert _connections(listener) == 0
