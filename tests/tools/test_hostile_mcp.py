@@ -10,6 +10,7 @@ what the sockets' buffers hold before the client hung up.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -145,3 +146,28 @@ def test_a_token_the_server_echoes_is_not_logged(hostile_mcp, caplog):
     assert outcome.error == NOT_JSONRPC
     assert "<<Bearer [redacted]>>" in caplog.text
     assert TOKEN not in caplog.text
+
+
+def test_parallel_calls_each_get_their_own_outcome(hostile_mcp, mcp_server):
+    """The loop may run a turn's tool calls at once: a hostile server's
+    failures stay its own calls'."""
+
+    good = McpServer("good", mcp_server.url + "/mcp", "streamable_http", allow_private=True)
+    behaviours = ["hang", "huge", "drop", "garbage", "html-500"]
+
+    async def main():
+        calls = [
+            call_tool(good, "add", {"a": i, "b": 1}, timeout=TIMEOUT, max_output_bytes=CAP)
+            for i in range(5)
+        ]
+        calls += [
+            call_tool(_server(hostile_mcp, b), "add", {}, timeout=TIMEOUT, max_output_bytes=CAP)
+            for b in behaviours
+        ]
+        return await asyncio.gather(*calls)
+
+    outcomes, pending = run_alone(main())
+    assert pending == []
+    assert [o.output for o in outcomes[:5]] == ["1", "2", "3", "4", "5"]
+    for behaviour, outcome in zip(behaviours, outcomes[5:], strict=True):
+        assert BEHAVIOURS[behaviour] in outcome.error
