@@ -50,7 +50,7 @@ from mcp.client.streamable_http import streamable_http_client
 from responses_api.catalogue.addresses import backend_policy
 from responses_api.tools.connection import Guard, UrlInvalid, http_client, url_error
 from responses_api.tools.logs import hiding, redact
-from responses_api.tools.outcome import describe_failure, output_text
+from responses_api.tools.outcome import describe_failure, http_status, output_text
 
 logger = logging.getLogger(__name__)
 
@@ -136,12 +136,14 @@ class McpOutcome:
 
 class McpUnavailable(Exception):
     """The server's tools could not be listed; the message says why, with no
-    secret in it."""
+    secret in it. ``http_status``: the server's HTTP error status, when that
+    is what failed (OpenAI's 424 for a failed listing names it)."""
 
-    def __init__(self, server_label: str, message: str) -> None:
+    def __init__(self, server_label: str, message: str, http_status: int | None = None) -> None:
         super().__init__(message)
         self.server_label = server_label
         self.message = message
+        self.http_status = http_status
 
 
 # ``timeout`` is a parameter, not the caller's cancel scope: running out of
@@ -168,9 +170,9 @@ async def list_tools(
                     if not cursor:
                         break
         except Exception as exc:
-            raise McpUnavailable(server.label, _failure(server, guard, exc, timeout)) from None
+            raise _unavailable(server, guard, exc, timeout) from None
     if scope.cancelled_caught:
-        raise McpUnavailable(server.label, _failure(server, guard, None, timeout))
+        raise _unavailable(server, guard, None, timeout)
     return [_tool(tool) for tool in tools]
 
 
@@ -267,6 +269,13 @@ async def _open(
     )
     await session.initialize()
     return session
+
+
+def _unavailable(
+    server: McpServer, guard: Guard, exc: BaseException | None, timeout: float
+) -> McpUnavailable:
+    message = _failure(server, guard, exc, timeout)
+    return McpUnavailable(server.label, message, http_status(exc, guard))
 
 
 def _failure(server: McpServer, guard: Guard, exc: BaseException | None, timeout: float) -> str:

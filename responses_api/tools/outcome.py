@@ -94,6 +94,15 @@ def describe_failure(exc: BaseException | None, guard: Guard, *, timeout: float)
     return f"The {SUBJECT}'s answer could not be understood ({kind})."
 
 
+def http_status(exc: BaseException | None, guard: Guard) -> int | None:
+    """The HTTP error status the server answered with, if that is what
+    failed (an OpenAI-like error names it)."""
+    if guard.status is not None or exc is None:
+        return guard.status
+    failed = [leaf for leaf in _leaves(exc) if isinstance(leaf, httpx2.HTTPStatusError)]
+    return failed[0].response.status_code if failed else None
+
+
 def _described(exc: BaseException, timeout: float) -> str | None:
     if isinstance(exc, MCPError):
         if exc.error.code == mcp_types.PARSE_ERROR:

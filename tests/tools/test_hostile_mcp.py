@@ -82,6 +82,8 @@ def test_listing_a_hostile_servers_tools_is_mcp_unavailable(hostile_mcp, behavio
     assert caught.value.server_label == "hostile"
     assert BEHAVIOURS[behaviour] in caught.value.message
     assert TOKEN not in caught.value.message
+    statuses = {"html-500": 500, "unauthorized": 401}
+    assert caught.value.http_status == statuses.get(behaviour)
 
 
 @pytest.mark.parametrize("behaviour", ["hang", "html-500", "unauthorized"])

@@ -131,6 +131,7 @@ def test_list_tools_failure_is_mcp_unavailable_with_the_server_label(mcp_server)
         run_alone(list_tools(server, timeout=10))
     assert caught.value.server_label == "docs"
     assert str(caught.value) == "The MCP server answered HTTP 404."
+    assert caught.value.http_status == 404
 
 
 def test_the_authorization_replaces_a_header_of_that_name_and_transport_headers_are_dropped(
