@@ -124,10 +124,10 @@ def address_kind(address: str) -> str | None:
 
 
 def refused_message(host: str, kind: str, *, resolved: bool, subject: str = "backend") -> str:
-    """The one wording of a refusal, at save time and at connect time, for a
-    backend or another server the gateway connects to (an MCP server). A
+    """The one wording of a refusal, at save time and at connect time. A
     resolved name's addresses are not named: the organisation admin who
-    reads it may not learn the inside of the platform's network."""
+    reads it may not learn the inside of the platform's network.
+    ``subject`` names what has the address (a backend, an MCP server)."""
     article = "an" if kind[0] in "aeiou" else "a"
     verb = "resolves to" if resolved else "is"
     return f"The {subject}'s address {host} is not allowed: it {verb} {article} {kind} address."

@@ -47,7 +47,7 @@ from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from responses_api.catalogue.addresses import backend_policy
+from responses_api.catalogue.addresses import AddressPolicy, backend_policy
 from responses_api.tools.connection import Guard, UrlInvalid, http_client, url_error
 from responses_api.tools.logs import hiding, redact
 from responses_api.tools.outcome import describe_failure, http_status, output_text
@@ -91,6 +91,9 @@ class McpServer:
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     authorization: str | None = field(default=None, repr=False)
     allow_private: bool = False
+    # A policy already made (the catalogue's resolution of the request's
+    # tool); without it, the backend policy for ``allow_private``.
+    policy: AddressPolicy | None = None
 
     def request_headers(self) -> dict[str, str]:
         """The client's headers but those of HTTP and of the MCP transport
@@ -208,7 +211,8 @@ async def call_tool(
 
 
 def _guard(server: McpServer, limit: int) -> Guard:
-    return Guard(backend_policy(allow_private=server.allow_private), limit)
+    policy = server.policy or backend_policy(allow_private=server.allow_private)
+    return Guard(policy, limit)
 
 
 @contextlib.asynccontextmanager

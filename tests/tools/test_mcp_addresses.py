@@ -156,3 +156,14 @@ def test_old_numeric_forms_of_loopback_are_refused(host, listener):
     error = _call(f"http://{host}:{port}/mcp").error
     assert "is not allowed" in error and "loopback" in error
     assert _connections(listener) == 0
+
+
+def test_a_policy_given_with_the_server_is_the_one_obeyed(settings, mcp_server):
+    """The catalogue resolves a request's tool to a policy of its own."""
+    settings.SWITCHYARD_BACKEND_ALLOW_PRIVATE = True
+    url = f"http://127.0.0.1:{mcp_server.port}/mcp"
+    closed = addresses.AddressPolicy(private=False, link_local=False)
+    outcome = _call(url, allow_private=True, policy=closed)
+    assert outcome.error.endswith("is not allowed: it is a loopback address.")
+    opened = addresses.AddressPolicy(private=True, link_local=False)
+    assert _call(url, policy=opened).error is None
