@@ -47,7 +47,7 @@ PARTS = (
     ("models",),
     ("translate",),
     ("access", "catalogue"),
-    ("usage", "store", "backends"),
+    ("usage", "store", "backends", "tools"),
     ("pipeline",),
     ("api",),
     ("background",),

@@ -1,0 +1,106 @@
+"""A well-behaved MCP server for the tests, built on the ``mcp`` SDK's
+``MCPServer`` (FastMCP until mcp 2), serving both transports from one
+process: Streamable HTTP at ``/mcp`` and the older HTTP+SSE at ``/sse``
+(messages posted to ``/messages/``).
+
+Usage: ``python -m tests.tools.servers.mcp_server PORT [CERTFILE KEYFILE]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import sys
+
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ImageContent, TextContent, ToolAnnotations
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+# A 1x1 transparent PNG.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+)
+
+server = MCPServer("switchyard-test")
+
+
+@server.tool(description="Add two integers.")
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@server.tool(description="Repeat the text given.")
+def echo(text: str) -> str:
+    return text
+
+
+@server.tool(
+    description="Look a word up in a small dictionary.",
+    annotations=ToolAnnotations(readOnlyHint=True),
+)
+def lookup(word: str) -> str:
+    return {"mcp": "Model Context Protocol"}.get(word, "unknown")
+
+
+@server.tool(description="Always fails, as a tool error.")
+def fail(reason: str) -> str:
+    raise ToolError(f"failed on purpose: {reason}")
+
+
+@server.tool(description="Sleep, then answer.")
+async def sleep(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return "awake"
+
+
+def _headers(ctx: Context) -> dict[str, str]:
+    return dict(getattr(ctx.request_context.request, "headers", {}))
+
+
+@server.tool(description="A digest of the Authorization header this call arrived with.")
+def whoami(ctx: Context) -> str:
+    headers = _headers(ctx)
+    digest = hashlib.sha256(headers.get("authorization", "").encode()).hexdigest()
+    return f"authorization-sha256={digest};tenant={headers.get('x-tenant', '')}"
+
+
+@server.tool(description="The Authorization header itself, as a careless server would.")
+def reveal(ctx: Context) -> str:
+    return f"you sent {_headers(ctx).get('authorization', '')}"
+
+
+@server.tool(description="A text of the given length.")
+def big(size: int) -> str:
+    return "x" * size
+
+
+@server.tool(description="A picture and a caption.")
+def picture() -> list[TextContent | ImageContent]:
+    image = ImageContent(data=base64.b64encode(PNG).decode(), mime_type="image/png")
+    return [TextContent(text="a dot"), image]
+
+
+async def health(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("ok")
+
+
+def app() -> Starlette:
+    streamable = server.streamable_http_app()
+    sse = server.sse_app()
+    return Starlette(
+        routes=[Route("/health", health), *streamable.routes, *sse.routes],
+        lifespan=streamable.router.lifespan_context,
+    )
+
+
+if __name__ == "__main__":
+    # PORT [CERTFILE KEYFILE]: with a certificate, over TLS.
+    port, *tls = sys.argv[1:]
+    certificate = {"ssl_certfile": tls[0], "ssl_keyfile": tls[1]} if tls else {}
+    uvicorn.run(app(), host="127.0.0.1", port=int(port), log_level="warning", **certificate)
