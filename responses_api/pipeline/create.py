@@ -11,6 +11,7 @@ writes the row and what the client is owed.
 
 from __future__ import annotations
 
+import functools
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from responses_api.pipeline.call import Call, Output, Reply
 from responses_api.pipeline.exchange import Exchange
 from responses_api.pipeline.parse import parse_request
 from responses_api.pipeline.relay import read_answer, relay_stream
+from responses_api.pipeline.tool_loop import Hosted, answer_with_tools, hosted_tools
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import (
     ApiError,
@@ -79,6 +81,8 @@ class Plan:
     affinity: str | None
     draft: ChatDraft
     compacting: compaction.Compacting
+    # The request's MCP servers and the tools they offer (None: it has none).
+    hosted: Hosted | None = None
 
 
 async def create_response(
@@ -155,12 +159,25 @@ async def plan_response(call: Call, request: CreateResponse, model: ModelEntry, 
     seal = reasoning_seal(caller.organisation_id)
     compacting = compaction.resolve(request, seal=seal, model_id=model.public_id)
     request = compacting.request
-    draft = prepare_chat(
-        request, limits=model.limits, seal=seal, cache_salt=cache_salt(caller.organisation_id)
-    )
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
-    return Plan(request, model, response_id, store, keep, affinity, draft, compacting)
+    hosted = await hosted_tools(caller, request)
+    draft = translated(caller, model, hosted, request)
+    return Plan(request, model, response_id, store, keep, affinity, draft, compacting, hosted)
+
+
+def translated(
+    caller: Caller, model: ModelEntry, hosted: Hosted | None, request: CreateResponse
+) -> ChatDraft:
+    """``request`` as every route's chat request starts (``ChatDraft``), with
+    the tools of its MCP servers offered in place of its ``mcp`` tools."""
+    return prepare_chat(
+        request,
+        limits=model.limits,
+        seal=reasoning_seal(caller.organisation_id),
+        cache_salt=cache_salt(caller.organisation_id),
+        mcp_tools=hosted.mcp_tools() if hosted is not None else None,
+    )
 
 
 async def generate(call: Call, plan: Plan, mode: Mode) -> None:
@@ -176,6 +193,10 @@ async def generate(call: Call, plan: Plan, mode: Mode) -> None:
     )
     if ahead is not None:
         request, draft = ahead.request, ahead.draft
+        if plan.hosted is not None:  # the summary's draft offers no MCP tool
+            caller = exchange.caller
+            assert caller is not None
+            draft = translated(caller, model, plan.hosted, request)
     first = model.routes[0]
     # The plan for the first route gives the echoed settings; a stream
     # that starts while queued announces them.
@@ -193,20 +214,37 @@ async def generate(call: Call, plan: Plan, mode: Mode) -> None:
         call.responder.writer() if streamed else None,
         plan.keep,
     )
-    pinned = call.headers.get(b"x-backend-id")
-    upstream = failover.upstream(
-        exchange,
-        draft=draft,
-        model=model,
-        pinned=pinned.decode("latin-1").strip() if pinned else None,
-        affinity=plan.affinity,
-    )
+    header = call.headers.get(b"x-backend-id")
+    pinned = header.decode("latin-1").strip() if header else None
+
+    def upstream(draft: ChatDraft) -> AbstractAsyncContextManager[failover.Attempt]:
+        return failover.upstream(
+            exchange, draft=draft, model=model, pinned=pinned, affinity=plan.affinity
+        )
+
+    async def relay(upstream: AbstractAsyncContextManager[failover.Attempt]) -> None:
+        if streamed:
+            await relay_stream(call, output, upstream)
+        else:
+            await _relay_json(exchange, output, upstream, model.first_token_timeout)
+
     if not mode.generate:
         await _prewarm(call, output)
-    elif streamed:
-        await relay_stream(call, output, upstream)
+    elif plan.hosted is None:
+        await relay(upstream(draft))
     else:
-        await _relay_json(exchange, output, upstream, model.first_token_timeout)
+        caller = exchange.caller
+        assert caller is not None
+        await answer_with_tools(
+            call,
+            output,
+            plan.hosted,
+            request,
+            draft=draft,
+            open_upstream=upstream,
+            relay=relay,
+            translate=functools.partial(translated, caller, model, plan.hosted),
+        )
 
 
 async def settle(exchange: Exchange, output: Output | None, admission: Admission | None) -> None:

@@ -37,6 +37,10 @@ from responses_api.translate.sealing import ReasoningSeal, SealBroken
 from responses_api.translate.tool_turns import mcp_output_text
 from responses_api.translate.tools import ChatTools
 
+# Items of hosted tools that hold nothing the model said or was told: a
+# server's tool list (offered anew as tools) and the approval exchange.
+_NOT_FOR_THE_MODEL = frozenset({"mcp_list_tools", "mcp_approval_request", "mcp_approval_response"})
+
 
 def add_item(
     item: InputItem,
@@ -122,7 +126,8 @@ def add_item(
             param=f"input[{index}]",
         )
     elif isinstance(item, HostedItem):
-        skipped.append(item.type)
+        if item.type not in _NOT_FOR_THE_MODEL:
+            skipped.append(item.type)
     elif isinstance(item, CompactionItem | CompactionTriggerItem):
         # Opened before translation (``translate.compaction.resolve``); never dropped.
         raise invalid(f"input[{index}] was not compacted here.", param=f"input[{index}]")

@@ -13,6 +13,7 @@ they build is ``translate.messages``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ from responses_api.protocol.errors import invalid
 from responses_api.protocol.items import (
     ToolSearchOutputItem,
 )
-from responses_api.protocol.tools import AllowedToolsChoice, FunctionChoice
+from responses_api.protocol.tools import AllowedToolsChoice, FunctionChoice, HostedTool
 from responses_api.translate.dialects import (
     REASONING_FIELD,
     apply_cache_salt,
@@ -33,6 +34,7 @@ from responses_api.translate.dialects import (
 from responses_api.translate.history import add_item
 from responses_api.translate.messages import DRAFT_REASONING_FIELD, ChatMessages, rename_reasoning
 from responses_api.translate.sealing import ReasoningSeal
+from responses_api.translate.tool_turns import ListedTool
 from responses_api.translate.tools import ChatTools, ToolRef, not_among_tools
 
 __all__ = ["ChatDraft", "ChatPlan", "ModelLimits", "build_chat_request", "prepare_chat"]
@@ -130,6 +132,7 @@ def prepare_chat(
     limits: ModelLimits,
     seal: ReasoningSeal | None = None,
     cache_salt: str | None = None,
+    mcp_tools: Sequence[tuple[str, ListedTool]] | None = None,
 ) -> ChatDraft:
     """Translate the request's messages and tools, once whatever route serves
     it. Raises :class:`ApiError` for what the request asks that cannot be done.
@@ -138,10 +141,15 @@ def prepare_chat(
     client carries back sealed, and seals the answer's when the request
     includes ``reasoning.encrypted_content``. Without it, sealed reasoning
     is refused. ``cache_salt`` is the organisation's, for the backends that
-    partition their prefix cache by it."""
+    partition their prefix cache by it. ``mcp_tools``, when the gateway runs
+    the request's MCP tools: each server's label and the tools it offers,
+    in place of the request's ``mcp`` tools (else dropped, as hosted tools)."""
     tools = ChatTools()
     for tool in request.tools or ():
-        tools.add(tool)
+        if mcp_tools is None or not (isinstance(tool, HostedTool) and tool.type == "mcp"):
+            tools.add(tool)
+    for label, listed in mcp_tools or ():
+        tools.add_mcp(label, listed.name, listed.description, listed.input_schema)
 
     messages = ChatMessages()
     if request.instructions:

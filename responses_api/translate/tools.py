@@ -209,6 +209,13 @@ class ChatTools:
             chat_name = self.by_client_name.get((None, "tool_search"))
             if chat_name is not None and self.refs[chat_name].kind == "tool_search":
                 return [chat_name]
+        elif kind == "mcp":
+            label = entry.get("server_label")
+            return [
+                chat
+                for (ns, _), chat in self.by_client_name.items()
+                if ns == label and self.refs[chat].kind == "mcp"
+            ]
         elif kind in self.dropped:
             return []  # a hosted tool of the request: dropped, as it would be anyway
         what = f"the {kind} tool '{name}'" if isinstance(name, str) else f"a '{kind}' tool"

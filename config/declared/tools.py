@@ -1,0 +1,49 @@
+"""The tools the gateway runs for a request: remote MCP servers."""
+
+from __future__ import annotations
+
+from config.declared.spec import UPSTREAM, Setting
+
+TITLE = "Hosted tools"
+
+SETTINGS = (
+    Setting(
+        "SWITCHYARD_MCP_LIST_TIMEOUT_SECONDS",
+        "float",
+        10.0,
+        "Seconds an MCP server has to list its tools (connect, handshake and listing); past "
+        "them the request fails with a 424 naming the server.",
+        UPSTREAM,
+    ),
+    Setting(
+        "SWITCHYARD_MCP_CALL_TIMEOUT_SECONDS",
+        "float",
+        60.0,
+        "Seconds one MCP tool call may take; past them the call fails and the model is told so.",
+        UPSTREAM,
+    ),
+    Setting(
+        "SWITCHYARD_MCP_DEADLINE_SECONDS",
+        "float",
+        600.0,
+        "Seconds the tool calls of one response may take in all; past them no call is made and "
+        "the model answers with what it has.",
+        UPSTREAM,
+    ),
+    Setting(
+        "SWITCHYARD_MCP_OUTPUT_BYTES",
+        "int",
+        256 * 1024,
+        "The most of one MCP tool call's output the model is given, in bytes of text; the rest "
+        "is cut, saying so.",
+        UPSTREAM,
+    ),
+    Setting(
+        "SWITCHYARD_MCP_MAX_TURNS",
+        "int",
+        16,
+        "Backend calls one response may make while it runs MCP tools (a model that keeps "
+        "calling tools ends there, with what it answered).",
+        UPSTREAM,
+    ),
+)

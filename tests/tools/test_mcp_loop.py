@@ -1,0 +1,128 @@
+"""The tool loop end to end: the OpenAI SDK asks for a response with an MCP
+tool, the simulator (the model) calls it, the gateway runs the call on a
+real MCP server process and asks the model again, and the client gets one
+response with the listing, the call and the answer, and one usage row."""
+
+from __future__ import annotations
+
+import pytest
+from openai import BadRequestError, OpenAI
+
+from accounts.audit import CLI
+from responses_api.catalogue.services.mcp_servers import mcp_server_create
+from tests.conftest import usage_rows, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def calc(mcp_server, acme, people):
+    """The MCP test server, registered by Acme as ``calc`` (on loopback:
+    registered by platform staff, who may open a private address)."""
+    return mcp_server_create(
+        organisation=people["acme"],
+        actor=CLI,
+        label="calc",
+        server_url=mcp_server.url + "/mcp",
+        transport="streamable_http",
+        require_approval="never",
+        allow_private=True,
+    )
+
+
+def test_a_call_is_run_and_answered_in_one_response(client: OpenAI, calc, acme):
+    raw = client.responses.with_raw_response.create(
+        model="sim-model",
+        input='Add them. [[call:calc__add {"a": 2, "b": 3}]]',
+        tools=[{"type": "mcp", "server_label": "calc", "require_approval": "never"}],
+    )
+    response = raw.parse()
+    kinds = [item.type for item in response.output]
+    assert kinds == ["mcp_list_tools", "mcp_call", "message"]
+    listed, called, message = response.output
+    assert {"add", "echo"} <= {tool.name for tool in listed.tools}
+    assert (called.server_label, called.name, called.output) == ("calc", "add", "5")
+    assert called.error is None
+    # The model read the tool's result (the simulator says what it read).
+    assert response.output_text == "Tool result: 5"
+    assert response.usage is not None and response.usage.output_tokens > 0
+    [row] = wait_for(lambda: usage_rows(request_id=raw.headers["x-request-id"]), timeout=10)
+    assert row.status == 200
+    assert row.output_tokens == response.usage.output_tokens
+
+
+def test_a_streamed_loop_is_one_stream_the_sdk_accumulates(client: OpenAI, calc):
+    with client.responses.stream(
+        model="sim-model",
+        input='Echo it. [[call:calc__echo {"text": "over the wire"}]]',
+        tools=[{"type": "mcp", "server_label": "calc", "require_approval": "never"}],
+    ) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert kinds[0] == "response.created"
+    assert "response.mcp_list_tools.completed" in kinds
+    assert "response.mcp_call_arguments.done" in kinds
+    assert "response.mcp_call.completed" in kinds
+    assert kinds[-1] == "response.completed"
+    assert [item.type for item in final.output] == ["mcp_list_tools", "mcp_call", "message"]
+    assert final.output[1].output == "over the wire"
+    assert final.output_text == "Tool result: over the wire"
+
+
+def test_a_failing_tool_is_told_to_the_model_not_the_end_of_the_response(client: OpenAI, calc):
+    response = client.responses.create(
+        model="sim-model",
+        input='Try it. [[call:calc__fail {"reason": "out of paper"}]]',
+        tools=[{"type": "mcp", "server_label": "calc", "require_approval": "never"}],
+    )
+    called = response.output[1]
+    assert called.type == "mcp_call" and called.output is None
+    assert "out of paper" in called.error
+    assert response.status == "completed"
+    assert response.output_text.startswith("Tool result: The tool call failed:")
+
+
+def test_allowed_tools_narrow_what_the_model_is_offered(client: OpenAI, calc):
+    response = client.responses.create(
+        model="sim-model",
+        input='[[call:calc__add {"a": 1, "b": 1}]]',
+        tools=[
+            {
+                "type": "mcp",
+                "server_label": "calc",
+                "require_approval": "never",
+                "allowed_tools": ["echo"],
+            }
+        ],
+    )
+    listed = response.output[0]
+    assert [tool.name for tool in listed.tools] == ["echo"]
+    # Not offered, so the model could not call it: it answers instead.
+    assert [item.type for item in response.output] == ["mcp_list_tools", "message"]
+
+
+def test_another_organisations_server_is_an_unknown_label(gateway, calc, globex):
+    with pytest.raises(BadRequestError) as refused:
+        gateway.openai(globex.key).responses.create(
+            model="sim-model",
+            input="hi",
+            tools=[{"type": "mcp", "server_label": "calc", "require_approval": "never"}],
+        )
+    assert refused.value.body["code"] == "unknown_server_label"
+    assert refused.value.body["param"] == "tools[0].server_label"
+
+
+def test_a_history_with_an_mcp_call_continues(client: OpenAI, calc):
+    first = client.responses.create(
+        model="sim-model",
+        input='[[call:calc__add {"a": 20, "b": 22}]]',
+        tools=[{"type": "mcp", "server_label": "calc", "require_approval": "never"}],
+    )
+    second = client.responses.create(
+        model="sim-model",
+        previous_response_id=first.id,
+        input="[[text:forty-two it is]]",
+        tools=[{"type": "mcp", "server_label": "calc", "require_approval": "never"}],
+    )
+    assert second.output_text == "forty-two it is"
+    assert not any(n["code"] == "hosted_items_skipped" for n in second.switchyard["notices"])
