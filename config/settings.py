@@ -360,6 +360,10 @@ SWITCHYARD_TRACES = bool(
 # Requests per admin key, e.g. "600/min" (DRF's rate syntax: N/s, N/min,
 # N/hour, N/day), counted in the cache (Redis in production).
 SWITCHYARD_ADMIN_API_RATE = env.str("SWITCHYARD_ADMIN_API_RATE", default="600/min")
+# A SCIM leaver's keys: "revoke" or "transfer" (accounts.services.deprovision).
+SWITCHYARD_SCIM_DEPROVISION_KEYS = env.str("SWITCHYARD_SCIM_DEPROVISION_KEYS", default="revoke")
+if SWITCHYARD_SCIM_DEPROVISION_KEYS not in ("revoke", "transfer"):
+    raise ImproperlyConfigured("SWITCHYARD_SCIM_DEPROVISION_KEYS must be revoke or transfer.")
 REST_FRAMEWORK = {
     # Admin keys only: no session, hence no CSRF, on this API.
     "DEFAULT_AUTHENTICATION_CLASSES": ["admin_api.auth.AdminKeyAuthentication"],
