@@ -210,7 +210,7 @@ def _account_email_set(scim_user: ScimUser, email: str) -> bool:
     )
     if shared:
         raise ScimConflict(
-            {"emails": "This account belongs to other organisations too: its address stays."}
+            {"emails": "This account's address cannot be changed from this organisation."}
         )
     user.email = user.username = email
     user.save(update_fields=["email", "username"])
