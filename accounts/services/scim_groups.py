@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterable
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.audit import Actor, audit_record
@@ -62,9 +62,13 @@ def scim_group_create(
     name = _display_name(display_name)
     _name_free(organisation=organisation, name=name, but=None)
     members = _members(organisation=organisation, ids=member_ids)
-    group = ScimGroup.objects.create(
-        organisation=organisation, display_name=name, external_id=external_id[:254]
-    )
+    try:
+        with transaction.atomic():
+            group = ScimGroup.objects.create(
+                organisation=organisation, display_name=name, external_id=external_id[:254]
+            )
+    except IntegrityError:
+        raise ScimConflict({"displayName": f"A group named {name} exists already."}) from None
     group.members.set(members)
     audit_record(
         organisation=organisation,

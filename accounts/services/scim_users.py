@@ -26,7 +26,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.audit import Actor, audit_record
@@ -124,9 +124,14 @@ def scim_user_create(*, organisation: Organisation, actor: Actor, profile: ScimP
         user = _account_create(clean)
     elif ScimUser.objects.filter(organisation=organisation, user=user).exists():
         raise ScimConflict({"emails": f"{clean['email']} is provisioned already."})
-    scim_user = ScimUser.objects.create(
-        organisation=organisation, user=user, **{f: clean[f] for f in ROW_FIELDS}
-    )
+    try:
+        # A provider retrying a create it thinks lost may race the first.
+        with transaction.atomic():
+            scim_user = ScimUser.objects.create(
+                organisation=organisation, user=user, **{f: clean[f] for f in ROW_FIELDS}
+            )
+    except IntegrityError:
+        raise ScimConflict({"userName": f"{clean['user_name']} is provisioned already."}) from None
     audit_record(
         organisation=organisation,
         actor=actor,

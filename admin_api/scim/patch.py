@@ -118,7 +118,8 @@ def _user_change(changes: dict[str, Any], op: str, path: str, value: Any) -> Non
         return
     name = _bare(path, USER)
     removing = op == "remove"
-    if name in IGNORED_USER_ATTRIBUTES:
+    # ``phoneNumbers[type eq "work"].value``: ignored with phoneNumbers.
+    if name in IGNORED_USER_ATTRIBUTES or re.split(r"[\[.]", name)[0] in IGNORED_USER_ATTRIBUTES:
         return
     if name == "active":
         if removing:

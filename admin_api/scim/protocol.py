@@ -24,6 +24,7 @@ ERROR = "urn:ietf:params:scim:api:messages:2.0:Error"
 # one page holds (ServiceProviderConfig says so too).
 DEFAULT_COUNT = 100
 MAX_COUNT = 200
+MAX_START = 2**31 - 1
 
 
 class ScimError(Exception):
@@ -75,6 +76,8 @@ def filter_parse(text: str | None, *, attributes: Mapping[str, str]) -> tuple[st
         value = json.loads(f'"{found.group(3)}"')
     except ValueError:
         raise invalid("The filter's value is not a valid string.", "invalidFilter") from None
+    if "\x00" in value:
+        raise invalid("The filter's value must not contain NUL characters.", "invalidFilter")
     return attributes[attribute], value
 
 
@@ -89,7 +92,8 @@ def page_parse(query: Mapping[str, str]) -> tuple[int, int]:
         except ValueError:
             raise invalid(f"{name} must be an integer.") from None
     start, count = values
-    return max(start, 1), min(max(count, 0), MAX_COUNT)
+    # Past any table's size, and within every database's integers.
+    return min(max(start, 1), MAX_START), min(max(count, 0), MAX_COUNT)
 
 
 def list_response(resources: list[dict[str, Any]], *, total: int, start: int) -> dict[str, Any]:
@@ -110,6 +114,9 @@ def text_of(value: object, name: str) -> str:
         return ""
     if not isinstance(value, str):
         raise invalid(f"{name} must be a string.")
+    if "\x00" in value:
+        # No database column takes it (PostgreSQL refuses it outright).
+        raise invalid(f"{name} must not contain NUL characters.")
     return value
 
 

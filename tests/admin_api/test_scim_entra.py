@@ -65,6 +65,8 @@ def test_entra_user_lifecycle(scim, crew):
             {"op": "Replace", "path": "name.familyName", "value": "updatedFamilyName"},
             {"op": "Add", "path": f"{ENTERPRISE}:department", "value": "Sales"},
             {"op": "Replace", "path": "title", "value": "Engineer"},
+            {"op": "Add", "path": 'phoneNumbers[type eq "work"].value', "value": "+1 555 0100"},
+            {"op": "Add", "path": 'addresses[type eq "work"].locality', "value": "Redmond"},
         ),
     )
     assert updated.status_code == 200, updated.content

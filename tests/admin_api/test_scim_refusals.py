@@ -222,3 +222,32 @@ def test_discovery_documents(scim):
     assert {s["name"] for s in schemas["Resources"]} == {"User", "Group"}
     user = client.get("/Schemas/urn:ietf:params:scim:schemas:core:2.0:User").json()
     assert "userName" in {a["name"] for a in user["attributes"]}
+
+
+@pytest.mark.parametrize(
+    ("params", "found"),
+    [
+        ({"startIndex": "99999999999999999999999"}, 0),
+        ({"count": "99999999999999999999999"}, 1),
+        ({"filter": 'id eq "not-a-uuid"'}, 0),
+        ({"filter": 'userName eq "' + "a" * 5000 + '"'}, 0),
+    ],
+)
+def test_extreme_paging_and_filters_are_answered(scim, params, found):
+    new_user(scim("acme"), "someone@acme.test")
+    response = scim("acme").get("/Users", params)
+    assert response.status_code == 200, response.content
+    assert len(response.json()["Resources"]) == found
+
+
+def test_nul_characters_are_invalid_values(scim):
+    client = scim("acme")
+    scim_error_of(client.post("/Users", {"userName": "a\u0000@acme.test"}), 400, "invalidValue")
+    scim_error_of(client.post("/Groups", {"displayName": "a\u0000b"}), 400, "invalidValue")
+    scim_error_of(client.get("/Users", {"filter": 'userName eq "a\\u0000"'}), 400, "invalidFilter")
+    user = new_user(client, "nul@acme.test")
+    response = client.patch(
+        f"/Users/{user['id']}",
+        {"Operations": [{"op": "replace", "path": "name.givenName", "value": "\u0000"}]},
+    )
+    scim_error_of(response, 400, "invalidValue")
