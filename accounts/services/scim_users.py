@@ -50,10 +50,11 @@ class ScimConflict(ValidationError):
 
 @dataclass(frozen=True, slots=True)
 class ScimProfile:
-    """What a provider says about a person, as ``admin_api.scim`` parsed it."""
+    """What a provider says about a person, as ``admin_api.scim`` parsed it;
+    no ``email``: ``user_name`` is the address."""
 
     user_name: str
-    email: str
+    email: str = ""
     external_id: str = ""
     given_name: str = ""
     family_name: str = ""
@@ -116,7 +117,7 @@ def scim_user_create(*, organisation: Organisation, actor: Actor, profile: ScimP
     password: they sign in with single sign-on) and, if active, their
     membership. Someone already a member (invited, or by sign-in) is taken
     over by the provider, their membership kept."""
-    clean = _clean(asdict(profile))
+    clean = _clean(asdict(profile) | {"email": profile.email or profile.user_name})
     _user_name_free(organisation=organisation, user_name=clean["user_name"], but=None)
     user = account_for_email(clean["email"])
     created = user is None
@@ -150,18 +151,20 @@ def scim_user_create(*, organisation: Organisation, actor: Actor, profile: ScimP
 
 
 def _account_create(clean: Mapping[str, Any]) -> User:
-    User = get_user_model()
     email = clean["email"]
-    if User.objects.filter(username__iexact=email).exists():
-        raise ScimConflict({"emails": f"An account named {email} exists already."})
-    user = User(
+    user = get_user_model()(
         username=email,
         email=email,
         first_name=clean["given_name"],
         last_name=clean["family_name"],
     )
     user.set_unusable_password()
-    user.save()
+    try:
+        with transaction.atomic():
+            user.save()
+    except IntegrityError:
+        # Another request made the account meanwhile.
+        raise ScimConflict({"emails": f"An account named {email} exists already."}) from None
     return user
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
 from accounts.models import ScimGroup, ScimUser
@@ -158,8 +159,8 @@ def _lowered(body: Mapping[str, Any]) -> dict[str, Any]:
 def user_parse(body: object) -> ScimProfile:
     """A ``User`` of POST or PUT. Attributes Switchyard does not keep
     (``password``, ``locale``, the enterprise extension…) are ignored; the
-    account's e-mail address is the primary one, else ``userName`` if that
-    is one (some providers send no ``emails``)."""
+    account's e-mail address is the primary one, else (on creation)
+    ``userName``: some providers send no ``emails``."""
     if not isinstance(body, dict):
         raise invalid("The body must be a SCIM User object.", "invalidSyntax")
     data = _lowered(body)
@@ -169,7 +170,7 @@ def user_parse(body: object) -> ScimProfile:
     given, family = name_of(data.get("name"))
     return ScimProfile(
         user_name=user_name,
-        email=email_of(data.get("emails")) or user_name,
+        email=email_of(data.get("emails")),
         external_id=text_of(data.get("externalid"), "externalId"),
         given_name=given,
         family_name=family,
@@ -258,3 +259,11 @@ def group_resource(group: ScimGroup, *, base: str, members: bool = True) -> dict
         ]
     resource["meta"] = _meta("Group", group, base)
     return resource
+
+
+def user_replacement(profile: ScimProfile) -> dict[str, Any]:
+    """A PUT's changes: everything, but the address only if one was sent."""
+    changes = asdict(profile)
+    if not profile.email:
+        del changes["email"]
+    return changes

@@ -38,6 +38,7 @@ from admin_api.scim.protocol import (
     list_response,
     page_parse,
     user_parse,
+    user_replacement,
     user_resource,
 )
 
@@ -100,7 +101,9 @@ class UserDetail(ScimView):
     def put(self, request: Request, user_id: str) -> Response:
         scim_user = self.scim_user(user_id)
         profile = user_parse(request.data)
-        scim_user = scim_user_update(scim_user=scim_user, actor=self.actor, changes=asdict(profile))
+        scim_user = scim_user_update(
+            scim_user=scim_user, actor=self.actor, changes=user_replacement(profile)
+        )
         return Response(user_resource(scim_user, base=self.base))
 
     def patch(self, request: Request, user_id: str) -> Response:

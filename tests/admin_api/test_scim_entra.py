@@ -192,3 +192,15 @@ def test_entra_group_membership_changes_follow_the_rules(scim, crew, sign_in_rul
     ]
     assert all(e.source == "scim" for e in changes)
     assert entra.delete(f"/Groups/{developers}").status_code == 204
+
+
+def test_a_put_without_emails_keeps_the_address(scim):
+    """userName is not an address here; a PUT that leaves out ``emails``
+    must not make it one."""
+    entra = scim("acme")
+    user = entra.post("/Users", entra_user("Test_User_42", "kept@contoso.com")).json()
+    replaced = entra.put(f"/Users/{user['id']}", {"userName": "Test_User_43", "active": True})
+    assert replaced.status_code == 200, replaced.content
+    assert replaced.json()["emails"][0]["value"] == "kept@contoso.com"
+    assert replaced.json()["userName"] == "Test_User_43"
+    assert ScimUser.objects.get(id=user["id"]).user.username == "kept@contoso.com"

@@ -15,6 +15,8 @@ pytestmark = pytest.mark.django_db
 
 
 def test_the_console_makes_a_key_with_the_scim_scope(as_user, crew):
+    form = as_user("alice").get("/console/admin-keys/new/")
+    assert 'name="scopes" value="scim"' in form.content.decode()
     page = as_user("alice").post(
         "/console/admin-keys/new/", {"name": "okta", "role": "admin", "scopes": ["scim"]}
     )
