@@ -69,6 +69,13 @@ def _page(
     return list(queryset[start - 1 : start - 1 + count]), total, start
 
 
+def _created(resource: dict[str, Any]) -> Response:
+    """201, with the new resource's address (RFC 7644, 3.3)."""
+    return Response(
+        resource, status=status.HTTP_201_CREATED, headers={"Location": resource["meta"]["location"]}
+    )
+
+
 class UserList(ScimView):
     def get(self, request: Request) -> Response:
         queryset = scim_users_for_admin_key(admin_key=self.admin_key).prefetch_related("groups")
@@ -81,14 +88,7 @@ class UserList(ScimView):
         scim_user = scim_user_create(
             organisation=self.organisation, actor=self.actor, profile=profile
         )
-        return self.created(user_resource(scim_user, base=self.base))
-
-    def created(self, resource: dict[str, Any]) -> Response:
-        return Response(
-            resource,
-            status=status.HTTP_201_CREATED,
-            headers={"Location": resource["meta"]["location"]},
-        )
+        return _created(user_resource(scim_user, base=self.base))
 
 
 class UserDetail(ScimView):
@@ -140,12 +140,7 @@ class GroupList(ScimView):
             external_id=external_id,
             member_ids=member_ids,
         )
-        resource = group_resource(group, base=self.base)
-        return Response(
-            resource,
-            status=status.HTTP_201_CREATED,
-            headers={"Location": resource["meta"]["location"]},
-        )
+        return _created(group_resource(group, base=self.base))
 
 
 class GroupDetail(ScimView):

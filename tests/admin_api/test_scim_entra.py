@@ -204,3 +204,15 @@ def test_a_put_without_emails_keeps_the_address(scim):
     assert replaced.json()["emails"][0]["value"] == "kept@contoso.com"
     assert replaced.json()["userName"] == "Test_User_43"
     assert ScimUser.objects.get(id=user["id"]).user.username == "kept@contoso.com"
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/scim+json; charset=utf-8", "application/json", "application/scim+json"],
+)
+def test_both_media_types_are_read_and_scim_json_is_written(scim, content_type):
+    response = scim("acme").post(
+        "/Users", entra_user("media@contoso.com", "media@contoso.com"), content_type=content_type
+    )
+    assert response.status_code == 201, response.content
+    assert response["Content-Type"] == "application/scim+json"
