@@ -122,24 +122,35 @@ def scim(scim_keys):
     return client
 
 
-@pytest.fixture
-def sign_in_rules(settings, monkeypatch):
-    """Single sign-on configured, with the group rules SCIM groups follow
-    (``SWITCHYARD_OIDC_GROUPS``), as the environment would set them."""
-    import environ
+def sso_with_rules(*, groups: str = "", domains: str = ""):
+    """Single sign-on as ``SWITCHYARD_OIDC_GROUPS`` and ``_DOMAINS`` set it,
+    the rules parsed by the parser settings use."""
+    from accounts.oidc_rules import SsoConfig, rules_parse
 
-    from config.settings import secret
-    from config.settings_sso import sso_config
-
-    monkeypatch.setenv("SWITCHYARD_OIDC_ISSUER", "https://idp.example.test")
-    monkeypatch.setenv("SWITCHYARD_OIDC_CLIENT_ID", "switchyard")
-    monkeypatch.setenv(
-        "SWITCHYARD_OIDC_GROUPS",
-        "Acme Admins=acme:admin,Acme Developers=acme:developer,"
-        "Acme Owners=acme:owner,Globex Admins=globex:admin",
+    return SsoConfig(
+        issuer="https://idp.example.test",
+        client_id="switchyard",
+        client_secret="",
+        scopes="openid email profile",
+        sign_algo="RS256",
+        provider_name="Example ID",
+        endpoints={},
+        domain_rules=rules_parse(domains, variable="SWITCHYARD_OIDC_DOMAINS", lowercase_keys=True),
+        group_rules=rules_parse(groups, variable="SWITCHYARD_OIDC_GROUPS"),
+        groups_claim="groups",
+        create_users=True,
+        require_verified_email=True,
+        timeout=10.0,
     )
-    monkeypatch.setenv("SWITCHYARD_OIDC_DOMAINS", "")
-    settings.SWITCHYARD_SSO = sso_config(env=environ.Env(), secret=secret)
+
+
+@pytest.fixture
+def sign_in_rules(settings):
+    """Single sign-on configured, with the group rules SCIM groups follow."""
+    settings.SWITCHYARD_SSO = sso_with_rules(
+        groups="Acme Admins=acme:admin,Acme Developers=acme:developer,"
+        "Acme Owners=acme:owner,Globex Admins=globex:admin"
+    )
     return settings.SWITCHYARD_SSO
 
 

@@ -130,22 +130,14 @@ def test_an_owner_is_not_deprovisioned_by_a_scim_key(scim, crew):
     assert okta.get(f"/Users/{alice['id']}").json()["active"] is True
 
 
-def test_sign_in_does_not_bring_back_a_deprovisioned_person(
-    scim, crew, bob_provisioned, settings, monkeypatch
-):
+def test_sign_in_does_not_bring_back_a_deprovisioned_person(scim, crew, bob_provisioned, settings):
     """A domain rule would add Bob at his next sign-in; his provider said no."""
-    import environ
-
     from accounts.oidc import sso_sign_in
-    from config.settings import secret
-    from config.settings_sso import sso_config
+    from tests.admin_api.conftest import sso_with_rules
 
-    monkeypatch.setenv("SWITCHYARD_OIDC_ISSUER", "https://idp.example.test")
-    monkeypatch.setenv("SWITCHYARD_OIDC_CLIENT_ID", "switchyard")
-    monkeypatch.setenv(
-        "SWITCHYARD_OIDC_DOMAINS", "example.com=acme:developer,example.com=globex:viewer"
+    settings.SWITCHYARD_SSO = sso_with_rules(
+        domains="example.com=acme:developer,example.com=globex:viewer"
     )
-    settings.SWITCHYARD_SSO = sso_config(env=environ.Env(), secret=secret)
     scim("acme").patch(f"/Users/{bob_provisioned['id']}", DEACTIVATE)
     sso_sign_in(claims={"email": "bob@example.com", "email_verified": True})
     assert not Membership.objects.filter(user=crew["bob"], organisation=crew["acme"]).exists()
