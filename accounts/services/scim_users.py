@@ -182,14 +182,18 @@ def scim_user_update(
         _user_name_free(
             organisation=scim_user.organisation, user_name=clean["user_name"], but=scim_user
         )
-    changed = [f for f in ROW_FIELDS if f in clean and getattr(scim_user, f) != clean[f]]
+    changed = {
+        f: [getattr(scim_user, f), clean[f]]
+        for f in ROW_FIELDS
+        if f in clean and getattr(scim_user, f) != clean[f]
+    }
+    before = scim_user.user.email
     if "email" in clean and _account_email_set(scim_user, clean["email"]):
-        changed.append("email")
+        changed["email"] = [before, clean["email"]]
     if not changed:
         return scim_user
-    for field in changed:
-        if field != "email":
-            setattr(scim_user, field, clean[field])
+    for field in changed.keys() - {"email"}:
+        setattr(scim_user, field, clean[field])
     scim_user.updated_at = timezone.now()
     scim_user.save()
     audit_record(

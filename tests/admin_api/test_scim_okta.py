@@ -115,6 +115,8 @@ def test_okta_deactivate_ends_the_membership_and_reactivate_restores_it(scim, cr
         .values_list("action", flat=True)
     )
     assert actions[-3:] == ["scim.user_update", "member.remove", "member.sessions_revoke"]
+    update = AuditEntry.objects.filter(action="scim.user_update").get()
+    assert update.details["changed"] == {"active": [True, False]}
 
     reactivate = {
         "schemas": [PATCH_OP],
