@@ -45,6 +45,8 @@ from accounts.models import (
     Invitation,
     Membership,
     Organisation,
+    ScimGroup,
+    ScimUser,
 )
 
 if TYPE_CHECKING:
@@ -218,3 +220,30 @@ def organisation_for_member(*, membership: Membership, manage: bool = False) -> 
     if manage:
         require(membership, "settings_manage")
     return membership.organisation
+
+
+# --- SCIM provisioning (admin keys with the scim scope) ------------------------
+
+
+def scim_users_for_admin_key(*, admin_key: AdminApiKey) -> QuerySet[ScimUser]:
+    return ScimUser.objects.filter(organisation_id=admin_key.organisation_id).select_related(
+        "user", "organisation"
+    )
+
+
+def get_scim_user_for_admin_key(*, admin_key: AdminApiKey, scim_user_id: object) -> ScimUser:
+    return object_or_404(
+        scim_users_for_admin_key(admin_key=admin_key), id=uuid_or_404(scim_user_id)
+    )
+
+
+def scim_groups_for_admin_key(*, admin_key: AdminApiKey) -> QuerySet[ScimGroup]:
+    return ScimGroup.objects.filter(organisation_id=admin_key.organisation_id).select_related(
+        "organisation"
+    )
+
+
+def get_scim_group_for_admin_key(*, admin_key: AdminApiKey, scim_group_id: object) -> ScimGroup:
+    return object_or_404(
+        scim_groups_for_admin_key(admin_key=admin_key), id=uuid_or_404(scim_group_id)
+    )

@@ -8,8 +8,11 @@ full key is returned once, by :func:`admin_key_create`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import cast
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -22,20 +25,34 @@ from accounts.keys import (
 )
 from accounts.models import AdminApiKey, Organisation
 from accounts.services.api_keys import key_revoke
-from accounts.validation import all_errors, expiry_field, role_field, text_field
+from accounts.validation import all_errors, expiry_field, list_field, role_field, text_field
 
 # ``last_used_at`` is written at most this often per key: a busy automation
 # should not turn every read of the API into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-def _clean(*, name: object, role: object, expires_at: object) -> tuple[str, str]:
-    text, chosen, _ = all_errors(
+def _clean(
+    *, name: object, role: object, expires_at: object, scopes: object
+) -> tuple[str, str, list[str]]:
+    text, chosen, _, granted = all_errors(
         lambda: text_field(name, field="name", message="Give the key a name."),
         lambda: role_field(role, roles=AdminApiKey.Role.values),
         lambda: expiry_field(expires_at),
+        lambda: scopes_field(scopes),
     )
-    return str(text), str(chosen)
+    return str(text), str(chosen), cast("list[str]", granted)
+
+
+def scopes_field(value: object) -> list[str]:
+    """What a key may do besides the management API (``AdminApiKey.Scope``),
+    each once, sorted."""
+    scopes = list_field(value, field="scopes", message="A list of scopes.")
+    if any(scope not in AdminApiKey.Scope.values for scope in scopes):
+        raise ValidationError(
+            {"scopes": f"Scopes are among {', '.join(AdminApiKey.Scope.values)}."}
+        )
+    return sorted(set(scopes))
 
 
 @transaction.atomic
@@ -46,9 +63,11 @@ def admin_key_create(
     role: str = AdminApiKey.Role.VIEWER,
     actor: Actor = CLI,
     expires_at: datetime | None = None,
+    scopes: Iterable[str] = (),
 ) -> tuple[AdminApiKey, str]:
-    """Create an admin key; the full key is returned once and never stored."""
-    name, role = _clean(name=name, role=role, expires_at=expires_at)
+    """Create an admin key; the full key is returned once and never stored.
+    ``scopes``: ``["scim"]`` lets it provision people over SCIM too."""
+    name, role, granted = _clean(name=name, role=role, expires_at=expires_at, scopes=list(scopes))
     raw = generate_admin_key()
     key = AdminApiKey.objects.create(
         organisation=organisation,
@@ -58,6 +77,7 @@ def admin_key_create(
         prefix=raw[:ADMIN_VISIBLE_CHARS],
         key_hash=hash_key(raw),
         expires_at=expires_at,
+        scopes=granted,
     )
     audit_record(
         organisation=organisation,
@@ -67,6 +87,7 @@ def admin_key_create(
         details={
             "admin_key_id": str(key.id),
             "role": role,
+            "scopes": granted,
             "expires_at": expires_at.isoformat() if expires_at else None,
         },
     )

@@ -38,6 +38,11 @@ class Actor:
     def admin_api(cls, admin_key: AdminApiKey) -> Actor:
         return cls(user=None, source=AuditEntry.Source.API, admin_key=admin_key)
 
+    @classmethod
+    def scim(cls, admin_key: AdminApiKey) -> Actor:
+        """An identity provider provisioning over SCIM with ``admin_key``."""
+        return cls(user=None, source=AuditEntry.Source.SCIM, admin_key=admin_key)
+
     @property
     def name(self) -> str:
         if self.admin_key is not None:

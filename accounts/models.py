@@ -143,10 +143,19 @@ class AdminApiKey(KeyBase):
         ADMIN = "admin", "Admin (read and write)"
         VIEWER = "viewer", "Viewer (read only)"
 
+    class Scope(TextChoices):
+        # The SCIM 2.0 provisioning API (/scim/v2/), besides the management
+        # API every admin key has.
+        SCIM = "scim", "SCIM provisioning"
+
     organisation = models.ForeignKey(
         Organisation, on_delete=models.CASCADE, related_name="admin_keys"
     )
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    scopes = models.JSONField(default=list, blank=True)
+
+    def has_scope(self, scope: str) -> bool:
+        return isinstance(self.scopes, list) and scope in self.scopes
 
 
 class Invitation(models.Model):
@@ -200,6 +209,8 @@ class AuditEntry(models.Model):
         # Single sign-on: memberships granted by the identity provider's
         # mapping, as the person signs in.
         SSO = "oidc", "Single sign-on"
+        # SCIM provisioning by an identity provider, with an admin key.
+        SCIM = "scim", "SCIM provisioning"
 
     # Null: a platform-wide change, such as a shared backend.
     organisation = models.ForeignKey(
@@ -231,3 +242,76 @@ class AuditEntry(models.Model):
     def __str__(self) -> str:
         who = self.actor_name or self.get_source_display()
         return f"{self.created_at:%Y-%m-%d %H:%M} {who} {self.action} {self.target}"
+
+
+class ScimUser(models.Model):
+    """A person an identity provider provisions into one organisation over
+    SCIM (``admin_api.scim``): the SCIM ``User`` resource.
+
+    The account is the platform's :class:`User`, shared by every
+    organisation it belongs to; what the provider says about the person
+    (``userName``, names, ``externalId``) is kept here, per organisation, so
+    that one organisation's provider never renames an account another
+    organisation sees. ``active`` is the provider's word: while it is true
+    the person holds a :class:`Membership`; deactivation ends it but keeps
+    this row (and the groups), so that reactivation restores the person."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="scim_users"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scim_identities"
+    )
+    user_name = models.CharField(max_length=254)
+    external_id = models.CharField(max_length=254, blank=True, default="")
+    given_name = models.CharField(max_length=150, blank=True, default="")
+    family_name = models.CharField(max_length=150, blank=True, default="")
+    display_name = models.CharField(max_length=200, blank=True, default="")
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["organisation", "user"], name="one_scim_user_per_org"),
+            models.UniqueConstraint(
+                fields=["organisation", "user_name"], name="one_scim_user_name_per_org"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_name} in {self.organisation}"
+
+
+class ScimGroup(models.Model):
+    """A SCIM ``Group`` of one organisation: a name and its members.
+
+    Not a role by itself: its ``display_name`` is what sign-in reads from
+    the ``groups`` claim, so the rules of ``SWITCHYARD_OIDC_GROUPS`` (and
+    ``SWITCHYARD_OIDC_DOMAINS``) turn the groups of a person into their role
+    exactly as they do at sign-in (``accounts.services.scim``). Kept as a
+    record of its own, not a Django auth group: those are platform-wide (the
+    ``support`` group is one), these belong to an organisation."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="scim_groups"
+    )
+    display_name = models.CharField(max_length=200)
+    external_id = models.CharField(max_length=254, blank=True, default="")
+    members = models.ManyToManyField(ScimUser, related_name="groups", blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organisation", "display_name"], name="one_scim_group_name_per_org"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.display_name} in {self.organisation}"

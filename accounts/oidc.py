@@ -27,7 +27,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend  # type: ignore[i
 from mozilla_django_oidc.utils import import_from_settings  # type: ignore[import-untyped]
 
 from accounts.audit import Actor
-from accounts.models import AuditEntry, Invitation, Membership, Organisation
+from accounts.models import AuditEntry, Invitation, Membership, Organisation, ScimUser
 from accounts.oidc_rules import ROLES, SsoConfig, claim_values, grants_for
 from accounts.services.invitations import invitation_join
 from accounts.services.members import member_add, member_ensure, member_role_set
@@ -183,6 +183,11 @@ def sso_sign_in(*, claims: dict[str, Any]) -> User:
         ).select_related("organisation")
     )
     user = account_for_email(email)
+    if user is not None:
+        # Deprovisioned over SCIM: the provider, not a rule, has the last word.
+        held_off = ScimUser.objects.filter(user=user, active=False)
+        for slug in held_off.values_list("organisation__slug", flat=True):
+            organisations.pop(slug, None)
     if user is not None and not user.is_active:
         raise IdentityRefused(f"The account {email} is deactivated here.")
     if user is None and not (config.create_users or invitations):

@@ -352,6 +352,8 @@ SWITCHYARD_TRACES = bool(
 # Requests per admin key, e.g. "600/min" (DRF's rate syntax: N/s, N/min,
 # N/hour, N/day), counted in the cache (Redis in production).
 SWITCHYARD_ADMIN_API_RATE = read("SWITCHYARD_ADMIN_API_RATE")
+# A SCIM leaver's keys: "revoke" or "transfer" (accounts.services.deprovision).
+SWITCHYARD_SCIM_DEPROVISION_KEYS = read("SWITCHYARD_SCIM_DEPROVISION_KEYS")
 REST_FRAMEWORK = {
     # Admin keys only: no session, hence no CSRF, on this API.
     "DEFAULT_AUTHENTICATION_CLASSES": ["admin_api.auth.AdminKeyAuthentication"],

@@ -21,6 +21,9 @@ urlpatterns = [
     path(
         routes.DJANGO_PREFIX.removeprefix("/") + "/", ("admin_api.urls", "admin_api", "admin_api")
     ),
+    # SCIM 2.0 provisioning (docs/admin/scim.md), loaded on its
+    # first request like the management API.
+    path("scim/v2/", ("admin_api.scim.urls", "scim", "scim")),
     # While passwords are off, the admin's sign-in is the console's.
     path("admin/login/", signin.admin_login),
     path("admin/", admin.site.urls),

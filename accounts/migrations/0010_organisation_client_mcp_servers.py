@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('accounts', '0008_api_key_is_check'),
+        ('accounts', '0009_scim'),
     ]
 
     operations = [

@@ -174,6 +174,9 @@ class AdminApiKeySerializer(serializers.Serializer):
     name = serializers.CharField(read_only=True)
     prefix = serializers.CharField(read_only=True)
     role = serializers.ChoiceField(choices=AdminApiKey.Role.choices, read_only=True)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=AdminApiKey.Scope.choices), read_only=True
+    )
     organisation = serializers.CharField(source="organisation.slug", read_only=True)
     created_at = serializers.DateTimeField(read_only=True)
     expires_at = serializers.DateTimeField(read_only=True, allow_null=True)

@@ -205,6 +205,15 @@ SETTINGS = (
         (WEB,),
     ),
     Setting(
+        "SWITCHYARD_SCIM_DEPROVISION_KEYS",
+        "str",
+        "revoke",
+        "What happens to the API and admin keys a person created when SCIM deprovisions them: "
+        "`revoke`, or `transfer` to the organisation's first owner (docs/admin/scim.md).",
+        (WEB,),
+        choices=("revoke", "transfer"),
+    ),
+    Setting(
         "SWITCHYARD_TEST_RATE_LIMIT_NOW",
         "float",
         None,

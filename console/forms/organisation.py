@@ -105,6 +105,14 @@ class AdminKeyForm(forms.Form):
         initial=AdminApiKey.Role.VIEWER,
         help_text="Viewer keys read everything and change nothing.",
     )
+    scopes = forms.MultipleChoiceField(
+        choices=AdminApiKey.Scope.choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Also for",
+        help_text="SCIM provisioning: an identity provider (Okta, Entra ID) manages "
+        "members at /scim/v2/; needs the admin role to change anything.",
+    )
     expires_at = forms.DateTimeField(
         required=False,
         label="Expires",

@@ -24,17 +24,29 @@ class Command(BaseCommand):
             default=AdminApiKey.Role.ADMIN,
             help="admin: read and write; viewer: read only (default: admin).",
         )
+        parser.add_argument(
+            "--scope",
+            action="append",
+            choices=AdminApiKey.Scope.values,
+            default=[],
+            dest="scopes",
+            help="Also let the key use scim: SCIM 2.0 provisioning at /scim/v2/ (repeatable).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         org = get_org(options["org"])
         try:
             key, raw = admin_key_create(
-                organisation=org, name=options["name"], role=options["role"]
+                organisation=org,
+                name=options["name"],
+                role=options["role"],
+                scopes=options["scopes"],
             )
         except ValidationError as exc:
             raise command_error(exc) from None
+        scopes = f", scopes {', '.join(key.scopes)}" if key.scopes else ""
         self.stdout.write(
             f"Created admin API key '{key.name}' ({key.prefix}…) id={key.id} for {org.slug}, "
-            f"role {key.role}; it is shown only once:"
+            f"role {key.role}{scopes}; it is shown only once:"
         )
         self.stdout.write(raw)
