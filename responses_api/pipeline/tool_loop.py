@@ -27,10 +27,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import orjson
 from django.conf import settings
 from pydantic import TypeAdapter
 
@@ -39,66 +37,31 @@ from responses_api.catalogue.catalog import mcp_organisation_for
 from responses_api.catalogue.mcp_resolve import ResolvedMcpServer, resolve_mcp_tool
 from responses_api.pipeline.call import Call, Output
 from responses_api.pipeline.failover import Attempt
+from responses_api.pipeline.mcp_calls import (
+    Hosted,
+    Offer,
+    answered_approvals,
+    run_call,
+    tool_needs_approval,
+)
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import ApiError, invalid
 from responses_api.protocol.items import InputItem
 from responses_api.protocol.tools import HostedTool
-from responses_api.translate.items import Item
+from responses_api.store.seal import approval_id
 from responses_api.translate.request import ChatDraft
-
-if TYPE_CHECKING:
-    from responses_api.tools.mcp import McpServer
-
 from responses_api.translate.tool_turns import (
     ListedTool,
+    approval_requested,
     mcp_result,
     next_call,
     waiting_calls,
 )
-
-if TYPE_CHECKING:
-    from responses_api.tools.mcp import McpServer
-
 from responses_api.translate.tool_turns import (
     list_tools as list_tools_item,
 )
 
 Upstream = AbstractAsyncContextManager[Attempt]
-
-
-@dataclass(frozen=True, slots=True)
-class Offer:
-    """One MCP server of the request: where it is, and the tools it offers."""
-
-    server: ResolvedMcpServer
-    tools: tuple[ListedTool, ...]
-
-    def client(self) -> McpServer:
-        from responses_api.tools.mcp import McpServer
-
-        server = self.server
-        return McpServer(
-            label=server.label,
-            url=server.server_url,
-            transport=server.transport,  # type: ignore[arg-type]
-            headers=dict(server.headers),
-            authorization=server.authorization or None,
-            policy=server.policy,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Hosted:
-    """The request's MCP servers, listed."""
-
-    offers: tuple[Offer, ...]
-
-    def mcp_tools(self) -> list[tuple[str, ListedTool]]:
-        """What the translation offers the model: each server's tools."""
-        return [(offer.server.label, tool) for offer in self.offers for tool in offer.tools]
-
-    def offer(self, label: str | None) -> Offer | None:
-        return next((o for o in self.offers if o.server.label == label), None)
 
 
 async def hosted_tools(caller: Caller, request: CreateResponse) -> Hosted | None:
@@ -125,15 +88,6 @@ async def hosted_tools(caller: Caller, request: CreateResponse) -> Hosted | None
                 param=f"tools[{index}].server_label",
             )
         servers.append(resolved)
-    for server in servers:
-        if server.require_approval != "never" or server.approval_exceptions:
-            raise invalid(
-                f"The MCP server '{server.label}' asks for approval of tool calls, which this "
-                "server does not run yet: set require_approval to 'never' (in the request, or "
-                "for a registered server, in its settings).",
-                param="tools",
-                code="unsupported_parameter",
-            )
     listed = await asyncio.gather(*(_listed(server) for server in servers))
     return Hosted(
         tuple(Offer(server, tools) for server, tools in zip(servers, listed, strict=True))
@@ -159,7 +113,9 @@ async def _listed(server: ResolvedMcpServer) -> tuple[ListedTool, ...]:
             param="tools",
         ) from None
     return tuple(
-        ListedTool(tool.name, tool.description, tool.input_schema, tool.read_only)
+        tool_needs_approval(
+            server, ListedTool(tool.name, tool.description, tool.input_schema, tool.read_only)
+        )
         for tool in tools
         if server.allows(tool.name, read_only_hint=tool.read_only)
     )
@@ -191,17 +147,43 @@ async def answer_with_tools(
     for offer in hosted.offers:
         await _write(call, output, list_tools_item(translator, offer.server.label, offer.tools))
     deadline = time.monotonic() + settings.SWITCHYARD_MCP_DEADLINE_SECONDS
+    caller = call.exchange.caller
+    assert caller is not None
+    organisation_id = caller.organisation_id
+    approved = await answered_approvals(organisation_id, hosted, request, translator, deadline)
+    if approved:
+        await _write(call, output, approved)
+        draft = translate(_continued(request, translator.output()))
     budget = request.max_tool_calls
     made = 0
+    announced: set[int] = set()
     for turn in range(settings.SWITCHYARD_MCP_MAX_TURNS):
         await relay(open_upstream(draft))
         if translator.finish_reason == "length" or translator.output_cap.reached:
             return  # cut short: the ending says incomplete
         await _write(call, output, translator.close_items())
+        # Calls that wait for the client's approval end the response, once
+        # the calls that need none have run: the next request answers them.
+        asking = [
+            item
+            for item in translator.items
+            if item.kind == "mcp_approval_request" and item.output_index not in announced
+        ]
+        for item in asking:
+            assert item.done_item is not None and item.ref is not None
+            announced.add(item.output_index)
+            sealed = approval_id(
+                organisation_id,
+                item.ref.namespace or "",
+                item.ref.name,
+                item.done_item["arguments"],
+            )
+            await _write(call, output, approval_requested(item, sealed))
         waiting = waiting_calls(translator)
-        if not waiting or turn + 1 == settings.SWITCHYARD_MCP_MAX_TURNS:
-            # A call left waiting at the last turn ends with the response:
-            # ``calling`` becomes ``incomplete`` (``StreamTranslator.close_items``).
+        if not waiting:
+            return
+        if turn + 1 == settings.SWITCHYARD_MCP_MAX_TURNS and not asking:
+            # A call left waiting at the last turn ends with the response.
             for item in waiting:
                 await _write(call, output, mcp_result(item, error=_LAST_TURN))
             return
@@ -211,45 +193,15 @@ async def answer_with_tools(
                 events += mcp_result(item, error=f"max_tool_calls ({budget}) was reached.")
                 continue
             made += 1
-            events += await _run(hosted, item, deadline)
+            events += await run_call(hosted, item, deadline)
         await _write(call, output, events)
+        if asking:
+            return
         next_call(translator)
         draft = translate(_continued(request, translator.output()))
 
 
 _LAST_TURN = "The response made as many backend calls as it may (SWITCHYARD_MCP_MAX_TURNS)."
-
-
-async def _run(hosted: Hosted, item: Item, deadline: float) -> list[dict[str, Any]]:
-    """Run one call the model made; its result, as the events that end it."""
-    assert item.ref is not None and item.done_item is not None
-    offer = hosted.offer(item.ref.namespace)
-    name = item.ref.name
-    if offer is None or not any(tool.name == name for tool in offer.tools):
-        return mcp_result(item, error=f"The tool '{name}' is not offered by this server.")
-    try:
-        arguments = orjson.loads(item.done_item["arguments"] or "{}")
-    except orjson.JSONDecodeError:
-        return mcp_result(item, error="The call's arguments are not valid JSON.")
-    if not isinstance(arguments, dict):
-        return mcp_result(item, error="The call's arguments must be a JSON object.")
-    from responses_api.tools.mcp import call_tool
-
-    left = deadline - time.monotonic()
-    if left <= 0:
-        return mcp_result(item, error="The response's time for tool calls is over.")
-    outcome = await call_tool(
-        offer.client(),
-        name,
-        arguments,
-        timeout=min(settings.SWITCHYARD_MCP_CALL_TIMEOUT_SECONDS, left),
-        max_output_bytes=settings.SWITCHYARD_MCP_OUTPUT_BYTES,
-    )
-    if outcome.error is not None:
-        return mcp_result(item, error=outcome.error)
-    if outcome.is_error:
-        return mcp_result(item, error=outcome.output or "The tool reported an error.")
-    return mcp_result(item, output=outcome.output)
 
 
 def _continued(request: CreateResponse, made: Sequence[dict[str, Any]]) -> CreateResponse:

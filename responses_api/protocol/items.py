@@ -15,6 +15,7 @@ from pydantic import (
     Discriminator,
     Field,
     InstanceOf,
+    StrictBool,
     StrictStr,
     Tag,
     WithJsonSchema,
@@ -33,8 +34,6 @@ HOSTED_ITEM_TYPES = frozenset(
         "computer_call_output",
         "image_generation_call",
         "mcp_list_tools",
-        "mcp_approval_request",
-        "mcp_approval_response",
         "local_shell_call",
         "local_shell_call_output",
         "shell_call",
@@ -201,6 +200,29 @@ class McpCallItem(Loose):
     output: StrictStr | None = None
     # A string, or the object some clients keep.
     error: StrictStr | InstanceOf[dict[str, Any]] | None = None
+    # The approval request it answers, for a call that waited for approval.
+    approval_request_id: StrictStr | None = Field(default=None, max_length=128)
+
+
+class McpApprovalRequestItem(Loose):
+    """A call the model made that waited for the client's approval; its id
+    proves this server asked it (``store.seal.approval_id``)."""
+
+    type: Literal["mcp_approval_request"]
+    id: StrictStr = Field(max_length=128)
+    server_label: StrictStr = Field(min_length=1, max_length=64)
+    name: StrictStr = Field(min_length=1, max_length=128)
+    arguments: StrictStr = ""
+
+
+class McpApprovalResponseItem(Loose):
+    """The client's answer to an approval request."""
+
+    type: Literal["mcp_approval_response"]
+    approval_request_id: StrictStr = Field(max_length=128)
+    approve: StrictBool
+    id: StrictStr | None = Field(default=None, max_length=128)
+    reason: StrictStr | None = Field(default=None, max_length=4096)
 
 
 class HostedItem(Loose):
@@ -224,6 +246,8 @@ ITEM_TAGS = {
     "compaction_trigger": "CompactionTriggerItem",
     **dict.fromkeys(HOSTED_ITEM_TYPES, "HostedItem"),
     "mcp_call": "McpCallItem",
+    "mcp_approval_request": "McpApprovalRequestItem",
+    "mcp_approval_response": "McpApprovalResponseItem",
 }
 
 
@@ -262,6 +286,8 @@ InputItem = Annotated[
     | Annotated[CompactionItem, Tag("CompactionItem")]
     | Annotated[CompactionTriggerItem, Tag("CompactionTriggerItem")]
     | Annotated[McpCallItem, Tag("McpCallItem")]
+    | Annotated[McpApprovalRequestItem, Tag("McpApprovalRequestItem")]
+    | Annotated[McpApprovalResponseItem, Tag("McpApprovalResponseItem")]
     | Annotated[HostedItem, Tag("HostedItem")]
     | Annotated[HostedItem, BeforeValidator(_refuse_item), Tag("Refused")],
     Discriminator(_item_tag),

@@ -97,6 +97,8 @@ def call_added(item: Item) -> list[Event]:
         "output_index": item.output_index,
         "item": call_item(item, "in_progress", added=True),
     }
+    if item.kind == "mcp_approval_request":
+        return []  # announced whole, once its id is sealed (``tool_turns.approval_requested``)
     if item.kind != "mcp_call":
         return [added]
     base = {"item_id": item.item_id, "output_index": item.output_index}
@@ -138,6 +140,9 @@ def call_closed(item: Item, status: str) -> list[Event]:
     arguments are whole, but the call is not done: it is ``calling`` until
     the gateway has run it (``translate.tool_turns.mcp_result``)."""
     base = {"item_id": item.item_id, "output_index": item.output_index}
+    if item.kind == "mcp_approval_request":
+        item.done_item = call_item(item, status)
+        return []
     if item.kind == "mcp_call":
         item.done_item = call_item(item, "calling" if status == "completed" else status)
         arguments = item.done_item["arguments"]

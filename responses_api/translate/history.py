@@ -24,6 +24,8 @@ from responses_api.protocol.items import (
     HostedItem,
     InputItem,
     ItemReference,
+    McpApprovalRequestItem,
+    McpApprovalResponseItem,
     McpCallItem,
     MessageItem,
     ReasoningItem,
@@ -38,8 +40,9 @@ from responses_api.translate.tool_turns import mcp_output_text
 from responses_api.translate.tools import ChatTools
 
 # Items of hosted tools that hold nothing the model said or was told: a
-# server's tool list (offered anew as tools) and the approval exchange.
-_NOT_FOR_THE_MODEL = frozenset({"mcp_list_tools", "mcp_approval_request", "mcp_approval_response"})
+# server's tool list (offered anew as tools). The approval exchange is not
+# either: a call approved is in the history as its ``mcp_call``.
+_NOT_FOR_THE_MODEL = frozenset({"mcp_list_tools"})
 
 
 def add_item(
@@ -125,6 +128,8 @@ def add_item(
             "item_reference needs a stored response; this organisation stores nothing.",
             param=f"input[{index}]",
         )
+    elif isinstance(item, McpApprovalRequestItem | McpApprovalResponseItem):
+        pass
     elif isinstance(item, HostedItem):
         if item.type not in _NOT_FOR_THE_MODEL:
             skipped.append(item.type)

@@ -44,9 +44,14 @@ def new_call(call_id: str | None, chat_name: str, tools: dict[str, ToolRef]) -> 
     kind = {"custom": "custom_tool_call", "tool_search": "tool_search_call", "mcp": "mcp_call"}.get(
         ref.kind, "function_call"
     )
-    prefix = {"custom_tool_call": "ctc", "tool_search_call": "tsc", "mcp_call": "mcp"}.get(
-        kind, "fc"
-    )
+    if ref.approval:
+        kind = "mcp_approval_request"
+    prefix = {
+        "custom_tool_call": "ctc",
+        "tool_search_call": "tsc",
+        "mcp_call": "mcp",
+        "mcp_approval_request": "mcpr",
+    }.get(kind, "fc")
     item = Item(
         kind,
         -1,
@@ -96,6 +101,15 @@ def call_item(item: Item, status: str, added: bool = False) -> dict[str, Any]:
             "arguments": arguments,
             "output": None,
             "error": None,
+            "approval_request_id": None,
+        }
+    elif item.kind == "mcp_approval_request":
+        return {
+            "id": item.item_id,
+            "type": "mcp_approval_request",
+            "server_label": ref.namespace,
+            "name": ref.name,
+            "arguments": arguments,
         }
     elif item.kind == "tool_search_call":
         out = {

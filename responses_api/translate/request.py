@@ -149,7 +149,13 @@ def prepare_chat(
         if mcp_tools is None or not (isinstance(tool, HostedTool) and tool.type == "mcp"):
             tools.add(tool)
     for label, listed in mcp_tools or ():
-        tools.add_mcp(label, listed.name, listed.description, listed.input_schema)
+        tools.add_mcp(
+            label,
+            listed.name,
+            listed.description,
+            listed.input_schema,
+            approval=listed.needs_approval,
+        )
 
     messages = ChatMessages()
     if request.instructions:

@@ -37,6 +37,8 @@ class ListedTool:
     description: str
     input_schema: dict[str, Any]
     read_only: bool = False
+    # Its calls wait for the client's approval (``mcp_approval_request``).
+    needs_approval: bool = False
 
     def shown(self) -> dict[str, Any]:
         tool: dict[str, Any] = {
@@ -114,6 +116,49 @@ def mcp_output_text(output: str | None, error: object) -> str:
     if isinstance(error, dict):
         error = error.get("message") or orjson.dumps(error).decode()
     return f"The tool call failed: {error}"
+
+
+def approval_requested(item: Item, approval_id: str) -> list[Event]:
+    """A call that waits for the client's approval, announced whole under
+    the id that proves it was asked (``store.seal.approval_id``)."""
+    assert item.done_item is not None
+    item.item_id = approval_id
+    done = item.done_item = {**item.done_item, "id": approval_id}
+    return [
+        {"type": "response.output_item.added", "output_index": item.output_index, "item": done},
+        {"type": "response.output_item.done", "output_index": item.output_index, "item": done},
+    ]
+
+
+def approved_call(
+    translator: StreamTranslator,
+    server_label: str,
+    name: str,
+    arguments: str,
+    approval_request_id: str,
+) -> tuple[Item, list[Event]]:
+    """An ``mcp_call`` the client approved in a response before this one:
+    whole from the start, waiting to be run (:func:`mcp_result`)."""
+    item = Item("mcp_call", len(translator.items), new_id("mcp"), closed=True)
+    translator.items.append(item)
+    item.done_item = {
+        "id": item.item_id,
+        "type": "mcp_call",
+        "status": "calling",
+        "server_label": server_label,
+        "name": name,
+        "arguments": arguments,
+        "output": None,
+        "error": None,
+        "approval_request_id": approval_request_id,
+    }
+    base = {"item_id": item.item_id, "output_index": item.output_index}
+    added = {**item.done_item, "status": "in_progress"}
+    return item, [
+        {"type": "response.output_item.added", "output_index": item.output_index, "item": added},
+        {"type": "response.mcp_call.in_progress", **base},
+        {"type": "response.mcp_call_arguments.done", **base, "arguments": arguments},
+    ]
 
 
 def next_call(translator: StreamTranslator) -> None:

@@ -38,6 +38,8 @@ class ToolRef:
     kind: str  # "function", "custom", "tool_search", or "mcp" (the namespace: its server)
     name: str
     namespace: str | None = None
+    # An MCP tool whose calls wait for the client's approval.
+    approval: bool = False
 
 
 def _chat_name(name: str, namespace: str | None, taken: dict[str, ToolRef]) -> str:
@@ -118,14 +120,23 @@ class ChatTools:
         self.chat_tools.append({"type": "function", "function": function})
 
     def add_mcp(
-        self, server_label: str, name: str, description: str, parameters: dict[str, Any]
+        self,
+        server_label: str,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        *,
+        approval: bool = False,
     ) -> None:
         """A tool of an MCP server the gateway runs, offered to the model as
-        a function named for its server, whose call comes back as ``mcp``."""
+        a function named for its server, whose call comes back as ``mcp``
+        (``approval``: as a request for the client's approval)."""
         if (server_label, name) in self.by_client_name:
             return
         chat_name = _chat_name(name, server_label, self.refs)
-        self.refs[chat_name] = ToolRef(kind="mcp", name=name, namespace=server_label)
+        self.refs[chat_name] = ToolRef(
+            kind="mcp", name=name, namespace=server_label, approval=approval
+        )
         self.by_client_name[(server_label, name)] = chat_name
         function: dict[str, Any] = {"name": chat_name, "parameters": parameters}
         if description:

@@ -1,0 +1,187 @@
+"""The MCP servers of one request and the calls the loop runs on them
+(``pipeline.tool_loop``), approved calls included.
+
+A tool whose calls need the client's approval is offered like any other;
+its call ends the response as an ``mcp_approval_request`` whose id is a MAC
+over the organisation and the call (``store.seal.approval_id``). The next
+request answers it with an ``mcp_approval_response`` and sends the request
+item back (by ``previous_response_id``, or in its input where nothing is
+stored): the call runs only if the id proves this server asked exactly that
+call of this organisation, and only once (:func:`answered_approvals`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from django.conf import settings
+
+from responses_api.catalogue.mcp_resolve import ResolvedMcpServer
+from responses_api.protocol.body import CreateResponse
+from responses_api.protocol.errors import invalid
+from responses_api.protocol.items import (
+    McpApprovalRequestItem,
+    McpApprovalResponseItem,
+    McpCallItem,
+)
+from responses_api.runtime import once
+from responses_api.store.seal import approval_sealed
+from responses_api.translate.items import Item
+from responses_api.translate.stream import StreamTranslator
+from responses_api.translate.tool_turns import ListedTool, approved_call, mcp_result
+
+if TYPE_CHECKING:
+    from responses_api.tools.mcp import McpServer
+
+# How long an approval's id is remembered as used: longer than any chain
+# that could carry it back.
+APPROVAL_MEMORY_SECONDS = 7 * 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One MCP server of the request: where it is, and the tools it offers."""
+
+    server: ResolvedMcpServer
+    tools: tuple[ListedTool, ...]
+
+    def client(self) -> McpServer:
+        from responses_api.tools.mcp import McpServer
+
+        server = self.server
+        return McpServer(
+            label=server.label,
+            url=server.server_url,
+            transport=server.transport,  # type: ignore[arg-type]
+            headers=dict(server.headers),
+            authorization=server.authorization or None,
+            policy=server.policy,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Hosted:
+    """The request's MCP servers, listed."""
+
+    offers: tuple[Offer, ...]
+
+    def mcp_tools(self) -> list[tuple[str, ListedTool]]:
+        """What the translation offers the model: each server's tools."""
+        return [(offer.server.label, tool) for offer in self.offers for tool in offer.tools]
+
+    def offer(self, label: str | None) -> Offer | None:
+        return next((o for o in self.offers if o.server.label == label), None)
+
+
+async def run_call(hosted: Hosted, item: Item, deadline: float) -> list[dict[str, Any]]:
+    """Run one call the model made; its result, as the events that end it."""
+    assert item.done_item is not None
+    offer = hosted.offer(item.done_item["server_label"])
+    name = item.done_item["name"]
+    if offer is None or not any(tool.name == name for tool in offer.tools):
+        return mcp_result(item, error=f"The tool '{name}' is not offered by this server.")
+    try:
+        arguments = orjson.loads(item.done_item["arguments"] or "{}")
+    except orjson.JSONDecodeError:
+        return mcp_result(item, error="The call's arguments are not valid JSON.")
+    if not isinstance(arguments, dict):
+        return mcp_result(item, error="The call's arguments must be a JSON object.")
+    from responses_api.tools.mcp import call_tool
+
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return mcp_result(item, error="The response's time for tool calls is over.")
+    outcome = await call_tool(
+        offer.client(),
+        name,
+        arguments,
+        timeout=min(settings.SWITCHYARD_MCP_CALL_TIMEOUT_SECONDS, left),
+        max_output_bytes=settings.SWITCHYARD_MCP_OUTPUT_BYTES,
+    )
+    if outcome.error is not None:
+        return mcp_result(item, error=outcome.error)
+    if outcome.is_error:
+        return mcp_result(item, error=outcome.output or "The tool reported an error.")
+    return mcp_result(item, output=outcome.output)
+
+
+async def answered_approvals(
+    organisation_id: int,
+    hosted: Hosted,
+    request: CreateResponse,
+    translator: StreamTranslator,
+    deadline: float,
+) -> list[dict[str, Any]]:
+    """Run the calls the request's ``mcp_approval_response`` items approve
+    (and tell the model of those they deny), each as an ``mcp_call`` of this
+    response; the events that show them. An answer to a request this server
+    did not make, or one answered already, is a 400 naming it."""
+    if isinstance(request.input, str):
+        return []
+    asked = {item.id: item for item in request.input if isinstance(item, McpApprovalRequestItem)}
+    ran = {
+        item.approval_request_id
+        for item in request.input
+        if isinstance(item, McpCallItem) and item.approval_request_id
+    }
+    events: list[dict[str, Any]] = []
+    for answer in request.input:
+        if not isinstance(answer, McpApprovalResponseItem) or answer.approval_request_id in ran:
+            continue
+        # The input as continued (a stored chain before the client's own
+        # items): an index would not be the client's, the id is.
+        param = "input"
+        quoted = f"'{answer.approval_request_id[:128]}'"
+        request_item = asked.get(answer.approval_request_id)
+        if request_item is None or not approval_sealed(
+            organisation_id,
+            request_item.id,
+            request_item.server_label,
+            request_item.name,
+            request_item.arguments,
+        ):
+            raise invalid(
+                f"The approval of approval_request_id {quoted} answers no approval request "
+                "of this server: send the mcp_approval_request item back with it, as it "
+                "was received.",
+                param=param,
+            )
+        if hosted.offer(request_item.server_label) is None:
+            raise invalid(
+                f"The approved call is on the MCP server '{request_item.server_label}', which "
+                "is not among this request's tools.",
+                param=param,
+            )
+        fresh = await asyncio.to_thread(
+            once.claim, f"mcp-approval:{request_item.id}", APPROVAL_MEMORY_SECONDS
+        )
+        if not fresh:
+            raise invalid(f"The approval request {quoted} was answered already.", param=param)
+        item, shown = approved_call(
+            translator,
+            request_item.server_label,
+            request_item.name,
+            request_item.arguments,
+            request_item.id,
+        )
+        events += shown
+        if answer.approve:
+            events += await run_call(hosted, item, deadline)
+        else:
+            reason = f": {answer.reason}" if answer.reason else "."
+            events += mcp_result(item, error=f"The call was not approved{reason}")
+    return events
+
+
+def tool_needs_approval(server: ResolvedMcpServer, tool: ListedTool) -> ListedTool:
+    return ListedTool(
+        tool.name,
+        tool.description,
+        tool.input_schema,
+        tool.read_only,
+        needs_approval=server.needs_approval(tool.name),
+    )
