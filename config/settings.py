@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config import settings_stores
 from config.settings_checks import fernet_refusals, production_refusals
+from config.settings_routing import routing_settings
 from config.settings_sso import sign_in
 from config.settings_stores import beat_schedule, behind_pgbouncer, redis_config, redis_timeouts
 
@@ -325,6 +326,8 @@ SWITCHYARD_LOGIN_WINDOW_SECONDS = env.int("SWITCHYARD_LOGIN_WINDOW_SECONDS", def
 # Interval of repeated response.in_progress events while a stream waits.
 SWITCHYARD_KEEPALIVE_SECONDS = env.float("SWITCHYARD_KEEPALIVE_SECONDS", default=10.0)
 SWITCHYARD_QUEUE_TIMEOUT = env.float("SWITCHYARD_QUEUE_TIMEOUT", default=30.0)
+# How a backend is scored for a request (config/settings_routing.py).
+SWITCHYARD_ROUTING = routing_settings(env)
 # Background responses (README): "celery" or "local" (empty: celery with Redis).
 SWITCHYARD_BACKGROUND_RUNNER = env.str("SWITCHYARD_BACKGROUND_RUNNER", default="")
 SWITCHYARD_BACKGROUND_TTL_SECONDS = env.int("SWITCHYARD_BACKGROUND_TTL_SECONDS", default=86400)

@@ -1,6 +1,7 @@
 """Where the routing's shared state lives: in the process, or in Redis.
 
-In-flight counts, suspect marks and conversation affinity, behind one
+In-flight counts, suspect marks, conversation affinity, the backends'
+polled signals and their prefix indexes (``prefix_index``), behind one
 interface with two keepers: :class:`LocalState` for the embedded default (one
 process) and :class:`RedisState` for every web process at once. The router
 (``backends/routing.py``) picks one per call and never sees the difference;
@@ -15,11 +16,22 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
+from responses_api.backends.prefix_index import (
+    LocalPrefixIndex,
+    PromptBlocks,
+    found_in_redis,
+    lookup_command,
+)
+from responses_api.backends.scoring import NO_SIGNALS, Observed, Signals
 from responses_api.catalogue.catalog import Route
 from responses_api.runtime import redis_conn
 
 SUSPECT_SECONDS = 10.0
+# A backend's polled signals outlive two health checks (every 15 s), then
+# count as none: a check that stopped must not leave a backend looking busy.
+SIGNALS_SECONDS = 45.0
 AFFINITY_SECONDS = 3600
 AFFINITY_ENTRIES = 50_000
 
@@ -28,23 +40,25 @@ def choose(
     counts: Sequence[int],
     limits: Sequence[int],
     healthy: Sequence[bool],
-    preferred: int | None,
+    ranked: Sequence[int],
     rand: int,
 ) -> int | None:
     """Index of the backend to use, or None when all are full.
 
     The reference for the Lua script in :class:`RedisState` (kept in step):
-    suspect backends count only when no healthy one is left; the preferred
-    (affinity) backend wins while it has a free slot; otherwise the least
-    loaded, ties broken by ``rand`` so that idle backends share the load.
+    suspect backends count only when no healthy one is left; the first of
+    ``ranked`` (the scorer's order, best first) with a free slot wins;
+    otherwise the least loaded, ties broken by ``rand`` so that idle
+    backends share the load.
     """
     any_healthy = any(healthy)
 
     def free(i: int) -> bool:
         return (healthy[i] or not any_healthy) and (not limits[i] or counts[i] < limits[i])
 
-    if preferred is not None and free(preferred):
-        return preferred
+    for i in ranked:
+        if free(i):
+            return i
     candidates = [i for i in range(len(counts)) if free(i)]
     if not candidates:
         return None
@@ -60,15 +74,31 @@ class LocalState:
         self.in_flight: dict[str, int] = {}
         self.suspect_until: dict[str, float] = {}
         self.affinity: OrderedDict[str, str] = OrderedDict()
+        self.prefixes = LocalPrefixIndex()
+        # Per backend, its last polled signals and until when they hold.
+        self.signals: dict[str, tuple[Signals, float]] = {}
 
-    async def claim(self, routes: Sequence[Route], preferred: int | None, lease_id: str):
+    async def observe(
+        self, routes: Sequence[Route], affinity: str | None, blocks: PromptBlocks | None
+    ) -> Observed:
+        now = time.monotonic()
+        ids = [r.backend.id for r in routes]
+        signals = [self.signals.get(i, (NO_SIGNALS, 0.0)) for i in ids]
+        return Observed(
+            counts=[self.in_flight.get(i, 0) for i in ids],
+            signals=[held if until > now else NO_SIGNALS for held, until in signals],
+            blocks=[self.prefixes.found(blocks, i) if blocks else 0 for i in ids],
+            holder=self.affinity.get(affinity) if affinity else None,
+        )
+
+    async def claim(self, routes: Sequence[Route], ranked: Sequence[int], lease_id: str):
         ids = [r.backend.id for r in routes]
         now = time.monotonic()
         index = choose(
             [self.in_flight.get(i, 0) for i in ids],
             [r.backend.max_concurrency for r in routes],
             [self.suspect_until.get(i, 0.0) <= now for i in ids],
-            preferred,
+            ranked,
             random.getrandbits(30),
         )
         if index is not None:
@@ -96,15 +126,25 @@ class LocalState:
         while len(self.affinity) > AFFINITY_ENTRIES:
             self.affinity.popitem(last=False)
 
+    def placed(self, blocks: PromptBlocks, backend_id: str) -> None:
+        self.prefixes.record(blocks, backend_id)
+
+    def signalled(self, backend_id: str, signals: Signals | None) -> None:
+        if signals is None:
+            self.signals.pop(backend_id, None)
+        else:
+            self.signals[backend_id] = (signals, time.monotonic() + SIGNALS_SECONDS)
+
     async def load(self, backend_id: str) -> int:
         return self.in_flight.get(backend_id, 0)
 
 
 # KEYS: per candidate i, its in-flight set (2i-1) and its suspect mark (2i).
-# ARGV: now, lease expiry, lease id, preferred index (0: none), rand, limits…
+# ARGV: now, lease expiry, lease id, rand, how many ranked, the ranked
+# indices (best first), then the limits.
 _CLAIM = """
 local now, expiry, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local preferred, rand = tonumber(ARGV[4]), tonumber(ARGV[5])
+local rand, ranked = tonumber(ARGV[4]), tonumber(ARGV[5])
 local n = #KEYS / 2
 local counts, healthy, any_healthy = {}, {}, false
 for i = 1, n do
@@ -114,13 +154,18 @@ for i = 1, n do
   if healthy[i] then any_healthy = true end
 end
 local function free(i)
-  local limit = tonumber(ARGV[5 + i])
+  local limit = tonumber(ARGV[5 + ranked + i])
   return (healthy[i] or not any_healthy) and (limit == 0 or counts[i] < limit)
 end
 local choice = 0
-if preferred > 0 and free(preferred) then
-  choice = preferred
-else
+for r = 1, ranked do
+  local i = tonumber(ARGV[5 + r])
+  if free(i) then
+    choice = i
+    break
+  end
+end
+if choice == 0 then
   local least, ties = nil, {}
   for i = 1, n do
     if free(i) then
@@ -149,21 +194,61 @@ def suspect_key(backend_id: str) -> str:
     return f"sy:backend:{backend_id}:suspect"
 
 
+def signals_key(backend_id: str) -> str:
+    return f"sy:backend:{backend_id}:signals"
+
+
 def _affinity_key(key: str) -> str:
     return f"sy:affinity:{key}"
+
+
+def _signals(values: Sequence[Any] | None) -> Signals:
+    queued, pressure = values or (None, None)
+    try:
+        return Signals(int(queued or 0), float(pressure or 0.0))
+    except ValueError:
+        return NO_SIGNALS
 
 
 class RedisState:
     """Routing state shared by every web process through Redis."""
 
-    async def claim(self, routes: Sequence[Route], preferred: int | None, lease_id: str):
+    async def observe(
+        self, routes: Sequence[Route], affinity: str | None, blocks: PromptBlocks | None
+    ) -> Observed:
+        """Every candidate's load, signals and prefix, and the conversation's
+        holder: one round trip."""
+        now = time.time()
+        commands: list[tuple[Any, ...]] = []
+        for route in routes:
+            backend_id = route.backend.id
+            commands.append(("ZCOUNT", inflight_key(backend_id), now, "+inf"))
+            commands.append(("HMGET", signals_key(backend_id), "queued", "pressure"))
+            if blocks is not None and blocks.hashes:
+                commands.append(lookup_command(blocks, backend_id))
+        if affinity:
+            commands.append(("GET", _affinity_key(affinity)))
+        _, results = await redis_conn.run_batch(commands)
+        step = 3 if blocks is not None and blocks.hashes else 2
+        holder = results[-1].decode() if affinity and results[-1] else None
+        return Observed(
+            counts=[int(results[i * step]) for i in range(len(routes))],
+            signals=[_signals(results[i * step + 1]) for i in range(len(routes))],
+            blocks=[
+                found_in_redis(results[i * step + 2], now) if step == 3 else 0
+                for i in range(len(routes))
+            ],
+            holder=holder,
+        )
+
+    async def claim(self, routes: Sequence[Route], ranked: Sequence[int], lease_id: str):
         keys: list[str] = []
         for route in routes:
             keys += [inflight_key(route.backend.id), suspect_key(route.backend.id)]
         now = time.time()
-        first = (preferred + 1) if preferred is not None else 0
-        args = [now, redis_conn.leases.expiry(now), lease_id, first]
-        args += [random.getrandbits(30), *(r.backend.max_concurrency for r in routes)]
+        args = [now, redis_conn.leases.expiry(now), lease_id, random.getrandbits(30)]
+        args += [len(ranked), *(i + 1 for i in ranked)]
+        args += [r.backend.max_concurrency for r in routes]
         choice = int(await redis_conn.run_call(redis_conn.ScriptCall(_CLAIM, keys, args)))
         if not choice:
             return None
@@ -192,3 +277,14 @@ class RedisState:
         key = inflight_key(backend_id)
         await client.zremrangebyscore(key, "-inf", time.time())
         return int(await client.zcard(key))
+
+
+def signals_commands(backend_id: str, signals: Signals | None) -> list[tuple[Any, ...]]:
+    """The Redis commands keeping a backend's polled signals (none: forget them)."""
+    key = signals_key(backend_id)
+    if signals is None:
+        return [("DEL", key)]
+    return [
+        ("HSET", key, "queued", signals.queued, "pressure", signals.pressure),
+        ("EXPIRE", key, int(SIGNALS_SECONDS)),
+    ]

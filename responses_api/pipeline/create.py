@@ -24,6 +24,7 @@ from responses_api.pipeline.call import Call, Output, Reply
 from responses_api.pipeline.exchange import Exchange
 from responses_api.pipeline.parse import parse_request
 from responses_api.pipeline.relay import read_answer, relay_stream
+from responses_api.pipeline.turn_state import turn_backend
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import (
     ApiError,
@@ -191,12 +192,17 @@ async def generate(call: Call, plan: Plan, mode: Mode) -> None:
         plan.keep,
     )
     pinned = call.headers.get(b"x-backend-id")
+    assert exchange.caller is not None
+    turn, token = turn_backend(call.headers, exchange.caller.organisation_id, model)
+    if token:
+        exchange.turn_held(token)
     upstream = failover.upstream(
         exchange,
         draft=draft,
         model=model,
         pinned=pinned.decode("latin-1").strip() if pinned else None,
         affinity=plan.affinity,
+        turn=turn,
     )
     if not mode.generate:
         await _prewarm(call, output)
