@@ -101,8 +101,10 @@ def record_commands(blocks: PromptBlocks, backend_id: str, now: float) -> list[t
     routing = settings.SWITCHYARD_ROUTING
     key = index_key(blocks.organisation_id, backend_id)
     members: list[Any] = []
-    for digest in blocks.hashes:
-        members += [now, digest]
+    for at, digest in enumerate(blocks.hashes):
+        # A later block a microsecond older: a record past its bound drops
+        # prompts' tails before their heads, which more prompts share.
+        members += [now - at * 1e-6, digest]
     return [
         ("ZADD", key, *members),
         ("ZREMRANGEBYRANK", key, 0, -(routing["prefix_blocks"] + 1)),
@@ -128,7 +130,9 @@ class LocalPrefixIndex:
             return
         record = self._records.setdefault((blocks.organisation_id, backend_id), OrderedDict())
         now = time.time()
-        for digest in blocks.hashes:
+        # Tail first: past the bound, a prompt's tail goes before its head,
+        # which more prompts share.
+        for digest in reversed(blocks.hashes):
             record[digest] = now
             record.move_to_end(digest)
         bound = settings.SWITCHYARD_ROUTING["prefix_blocks"]
