@@ -45,6 +45,7 @@ from responses_api.backends.routing_state import (
     LocalState,
     RedisState,
     inflight_key,
+    recent_commands,
     signals_commands,
     suspect_key,
 )
@@ -291,15 +292,18 @@ class Router:
         return lease
 
     def placed(self, lease: Lease, prompt: PromptBlocks | None) -> redis_conn.Release | None:
-        """Record that the lease's backend was sent ``prompt``: at once in the
+        """Record that the lease's backend was sent ``prompt`` (a scored
+        request: its prefix, and one more placed there lately): at once in the
         process, or as commands for the round trip of the request's usage row."""
-        if prompt is None or not prompt.hashes:
+        if prompt is None:
             return None
         backend_id = lease.route.backend.id
         if not redis_conn.enabled():
             self.local.placed(prompt, backend_id)
             return None
-        return redis_conn.Release(record_commands(prompt, backend_id, time.time()))
+        now = time.time()
+        commands = record_commands(prompt, backend_id, now)
+        return redis_conn.Release([*commands, *recent_commands(backend_id, lease.id, now)])
 
     async def release(self, lease: Lease) -> None:
         if self.release_nowait(lease):

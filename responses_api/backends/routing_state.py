@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import random
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any
+
+from django.conf import settings
 
 from responses_api.backends.prefix_index import (
     LocalPrefixIndex,
@@ -77,6 +79,8 @@ class LocalState:
         self.prefixes = LocalPrefixIndex()
         # Per backend, its last polled signals and until when they hold.
         self.signals: dict[str, tuple[Signals, float]] = {}
+        # Per backend, when requests were placed on it lately.
+        self.recent: dict[str, deque[float]] = {}
 
     async def observe(
         self, routes: Sequence[Route], affinity: str | None, blocks: PromptBlocks | None
@@ -89,7 +93,17 @@ class LocalState:
             signals=[held if until > now else NO_SIGNALS for held, until in signals],
             blocks=[self.prefixes.found(blocks, i) if blocks else 0 for i in ids],
             holder=self.affinity.get(affinity) if affinity else None,
+            recent=[self._recent(i, now) for i in ids],
         )
+
+    def _recent(self, backend_id: str, now: float) -> int:
+        times = self.recent.get(backend_id)
+        if not times:
+            return 0
+        oldest = now - settings.SWITCHYARD_ROUTING["recent_seconds"]
+        while times and times[0] < oldest:
+            times.popleft()
+        return len(times)
 
     async def claim(self, routes: Sequence[Route], ranked: Sequence[int], lease_id: str):
         ids = [r.backend.id for r in routes]
@@ -128,6 +142,7 @@ class LocalState:
 
     def placed(self, blocks: PromptBlocks, backend_id: str) -> None:
         self.prefixes.record(blocks, backend_id)
+        self.recent.setdefault(backend_id, deque()).append(time.monotonic())
 
     def signalled(self, backend_id: str, signals: Signals | None) -> None:
         if signals is None:
@@ -198,6 +213,21 @@ def signals_key(backend_id: str) -> str:
     return f"sy:backend:{backend_id}:signals"
 
 
+def recent_key(backend_id: str) -> str:
+    return f"sy:backend:{backend_id}:recent"
+
+
+def recent_commands(backend_id: str, member: str, now: float) -> list[tuple[Any, ...]]:
+    """The Redis commands counting a request placed on the backend now."""
+    window = settings.SWITCHYARD_ROUTING["recent_seconds"]
+    key = recent_key(backend_id)
+    return [
+        ("ZADD", key, now, member),
+        ("ZREMRANGEBYSCORE", key, "-inf", now - window),
+        ("EXPIRE", key, int(window) + 5),
+    ]
+
+
 def _affinity_key(key: str) -> str:
     return f"sy:affinity:{key}"
 
@@ -219,26 +249,27 @@ class RedisState:
         """Every candidate's load, signals and prefix, and the conversation's
         holder: one round trip."""
         now = time.time()
+        since = now - settings.SWITCHYARD_ROUTING["recent_seconds"]
         commands: list[tuple[Any, ...]] = []
         for route in routes:
             backend_id = route.backend.id
             commands.append(("ZCOUNT", inflight_key(backend_id), now, "+inf"))
+            commands.append(("ZCOUNT", recent_key(backend_id), since, "+inf"))
             commands.append(("HMGET", signals_key(backend_id), "queued", "pressure"))
             if blocks is not None and blocks.hashes:
                 commands.append(lookup_command(blocks, backend_id))
         if affinity:
             commands.append(("GET", _affinity_key(affinity)))
         _, results = await redis_conn.run_batch(commands)
-        step = 3 if blocks is not None and blocks.hashes else 2
+        step = 4 if blocks is not None and blocks.hashes else 3
+        at = range(0, len(routes) * step, step)
         holder = results[-1].decode() if affinity and results[-1] else None
         return Observed(
-            counts=[int(results[i * step]) for i in range(len(routes))],
-            signals=[_signals(results[i * step + 1]) for i in range(len(routes))],
-            blocks=[
-                found_in_redis(results[i * step + 2], now) if step == 3 else 0
-                for i in range(len(routes))
-            ],
+            counts=[int(results[i]) for i in at],
+            signals=[_signals(results[i + 2]) for i in at],
+            blocks=[found_in_redis(results[i + 3], now) if step == 4 else 0 for i in at],
             holder=holder,
+            recent=[int(results[i + 1]) for i in at],
         )
 
     async def claim(self, routes: Sequence[Route], ranked: Sequence[int], lease_id: str):

@@ -11,7 +11,12 @@ holder − load_weight × load`` (weights: ``SWITCHYARD_ROUTING``):
   that a Codex turn-state token names;
 - *load*, its in-flight requests plus the requests it reports waiting, over
   its ``max_concurrency`` (or ``load_scale``), plus the part of its KV cache
-  or slots in use (polled by the health check: ``backend_signals``).
+  or slots in use (polled by the health check: ``backend_signals``);
+
+and ``− balance_weight × (its share of the requests placed in the last
+recent_seconds − an even share)``: a conversation's later turns follow its
+first, so where first turns go decides the load to come, which in-flight
+counts of short requests do not show.
 
 So affinity is a strong term, not an override: a holder loaded well past
 the others loses to the next best, and a full one is passed over by the
@@ -50,6 +55,7 @@ class Signals(NamedTuple):
 
 
 NO_SIGNALS = Signals()
+SHARE_PRIOR = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +68,8 @@ class Observed:
     blocks: Sequence[int]
     # The backend the conversation was remembered on, if any.
     holder: str | None = None
+    # Requests scored onto each backend lately (``recent_seconds``).
+    recent: Sequence[int] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +98,20 @@ def rank(
         None,
     )
     scores = []
+    placed = sum(observed.recent)
     for i, route in enumerate(routes):
         reuse = observed.blocks[i] / total_blocks if total_blocks else 0.0
         score = weights["prefix_weight"] * reuse - weights["load_weight"] * load_of(
             route, observed.counts[i], observed.signals[i]
         )
+        if placed:
+            # Its share of the recent requests over an even share: sessions
+            # stick where they started, so a backend that drew most of
+            # them is loaded ahead of its in-flight count. Counted from
+            # SHARE_PRIOR requests on each, so that a lone conversation's
+            # few turns are not taken for a skew.
+            share = (observed.recent[i] + SHARE_PRIOR) / (placed + SHARE_PRIOR * len(routes))
+            score -= weights["balance_weight"] * (share - 1 / len(routes))
         if i == holder:
             score += weights["affinity_weight"]
         scores.append(score)

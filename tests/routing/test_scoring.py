@@ -214,3 +214,15 @@ def test_forged_stale_or_misplaced_turn_tokens_pin_nothing(monkeypatch):
     later = time.time() + turn_state.TURN_SECONDS + 1
     monkeypatch.setattr(turn_state.time, "time", lambda: later)
     assert turn_state.turn_backend(headers, 1, served)[0] is None
+
+
+def test_a_backend_that_drew_most_recent_requests_yields_new_conversations():
+    routes = [route("a", 8), route("b", 8)]
+    # Both idle; "a" holds the shared system prompt (a fifth of this prompt)
+    # but took nine of the last ten requests.
+    first_turn = Observed([0, 0], [Signals()] * 2, [2, 0], None, recent=[9, 1])
+    ranking = rank(routes, first_turn, total_blocks=10)
+    assert ranking.order[0] == 1 and reason(ranking, 1) == scoring.LEAST_LOADED
+    # A conversation already there stays: its own prefix outweighs the skew.
+    later_turn = Observed([0, 0], [Signals()] * 2, [9, 0], "a", recent=[9, 1])
+    assert rank(routes, later_turn, total_blocks=10).order[0] == 0
