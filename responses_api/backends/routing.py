@@ -44,6 +44,7 @@ from responses_api.backends.prefix_index import PromptBlocks, record_commands
 from responses_api.backends.routing_state import (
     LocalState,
     RedisState,
+    Terms,
     inflight_key,
     recent_commands,
     signals_commands,
@@ -246,16 +247,16 @@ class Router:
             observed = await state.observe(routes, affinity, prompt)
             total = len(prompt.hashes) if prompt is not None else 0
             ranking = scoring.rank(routes, observed, total_blocks=total)
-        ranked = ranking.order if ranking is not None else []
         held = next((i for i, r in enumerate(routes) if turn and r.backend.id == turn), None)
-        if held is not None:
-            ranked = [held, *(i for i in ranked if i != held)]
+        if held is not None and ranking is not None:
+            ranking = ranking.first(held)
+        terms = Terms(ranking.bonus, ranking.per_request) if ranking is not None else None
         lease_id = uuid.uuid4().hex
         started = time.monotonic()
         deadline = started + settings.SWITCHYARD_QUEUE_TIMEOUT
         poll = POLL_MIN
         task = asyncio.current_task()
-        while (index := await state.claim(routes, ranked, lease_id)) is None:
+        while (index := await state.claim(routes, terms, lease_id)) is None:
             if task is not None and task.cancelling():
                 # A cancellation (client gone) that a wait in this loop
                 # absorbed must still end the wait.

@@ -16,7 +16,7 @@ import random
 import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 
@@ -31,6 +31,8 @@ from responses_api.catalogue.catalog import Route
 from responses_api.runtime import redis_conn
 
 SUSPECT_SECONDS = 10.0
+# Scores this close are equal (what floating point leaves of equal terms).
+TIE = 1e-9
 # A backend's polled signals outlive two health checks (every 15 s), then
 # count as none: a check that stopped must not leave a backend looking busy.
 SIGNALS_SECONDS = 45.0
@@ -38,34 +40,46 @@ AFFINITY_SECONDS = 3600
 AFFINITY_ENTRIES = 50_000
 
 
+class Terms(NamedTuple):
+    """Per candidate, what its score is without its in-flight requests, and
+    what each of them takes off it (``scoring.terms``): the claim adds the
+    counts it reads, so that requests choosing at the same time see each
+    other's slots."""
+
+    bonus: Sequence[float]
+    per_request: Sequence[float]
+
+
 def choose(
     counts: Sequence[int],
     limits: Sequence[int],
     healthy: Sequence[bool],
-    ranked: Sequence[int],
+    terms: Terms | None,
     rand: int,
 ) -> int | None:
     """Index of the backend to use, or None when all are full.
 
     The reference for the Lua script in :class:`RedisState` (kept in step):
-    suspect backends count only when no healthy one is left; the first of
-    ``ranked`` (the scorer's order, best first) with a free slot wins;
-    otherwise the least loaded, ties broken by ``rand`` so that idle
-    backends share the load.
+    suspect backends count only when no healthy one is left; among the
+    backends with a free slot the best score wins, ``bonus − per_request ×
+    in-flight`` (without ``terms``: the least loaded), ties broken by
+    ``rand`` so that idle backends share the load.
     """
     any_healthy = any(healthy)
 
     def free(i: int) -> bool:
         return (healthy[i] or not any_healthy) and (not limits[i] or counts[i] < limits[i])
 
-    for i in ranked:
-        if free(i):
-            return i
+    def score(i: int) -> float:
+        if terms is None:
+            return -counts[i]
+        return terms.bonus[i] - terms.per_request[i] * counts[i]
+
     candidates = [i for i in range(len(counts)) if free(i)]
     if not candidates:
         return None
-    least = min(counts[i] for i in candidates)
-    ties = [i for i in candidates if counts[i] == least]
+    best = max(score(i) for i in candidates)
+    ties = [i for i in candidates if score(i) >= best - TIE]
     return ties[rand % len(ties)]
 
 
@@ -105,14 +119,14 @@ class LocalState:
             times.popleft()
         return len(times)
 
-    async def claim(self, routes: Sequence[Route], ranked: Sequence[int], lease_id: str):
+    async def claim(self, routes: Sequence[Route], terms: Terms | None, lease_id: str):
         ids = [r.backend.id for r in routes]
         now = time.monotonic()
         index = choose(
             [self.in_flight.get(i, 0) for i in ids],
             [r.backend.max_concurrency for r in routes],
             [self.suspect_until.get(i, 0.0) <= now for i in ids],
-            ranked,
+            terms,
             random.getrandbits(30),
         )
         if index is not None:
@@ -155,11 +169,11 @@ class LocalState:
 
 
 # KEYS: per candidate i, its in-flight set (2i-1) and its suspect mark (2i).
-# ARGV: now, lease expiry, lease id, rand, how many ranked, the ranked
-# indices (best first), then the limits.
+# ARGV: now, lease expiry, lease id, rand, whether scored (0: least loaded),
+# then per candidate its limit, bonus and per-request weight.
 _CLAIM = """
 local now, expiry, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local rand, ranked = tonumber(ARGV[4]), tonumber(ARGV[5])
+local rand, scored = tonumber(ARGV[4]), tonumber(ARGV[5]) == 1
 local n = #KEYS / 2
 local counts, healthy, any_healthy = {}, {}, false
 for i = 1, n do
@@ -169,36 +183,32 @@ for i = 1, n do
   if healthy[i] then any_healthy = true end
 end
 local function free(i)
-  local limit = tonumber(ARGV[5 + ranked + i])
+  local limit = tonumber(ARGV[3 + 3*i])
   return (healthy[i] or not any_healthy) and (limit == 0 or counts[i] < limit)
 end
-local choice = 0
-for r = 1, ranked do
-  local i = tonumber(ARGV[5 + r])
-  if free(i) then
-    choice = i
-    break
-  end
+local function score(i)
+  if not scored then return -counts[i] end
+  return tonumber(ARGV[4 + 3*i]) - tonumber(ARGV[5 + 3*i]) * counts[i]
 end
-if choice == 0 then
-  local least, ties = nil, {}
-  for i = 1, n do
-    if free(i) then
-      if least == nil or counts[i] < least then
-        least, ties = counts[i], {i}
-      elseif counts[i] == least then
-        table.insert(ties, i)
-      end
+local best, ties = nil, {}
+for i = 1, n do
+  if free(i) then
+    local s = score(i)
+    if best == nil or s > best + TIE then
+      best, ties = s, {i}
+    elseif s >= best - TIE then
+      table.insert(ties, i)
     end
   end
-  if #ties > 0 then choice = ties[(rand % #ties) + 1] end
 end
+local choice = 0
+if #ties > 0 then choice = ties[(rand % #ties) + 1] end
 if choice > 0 then
   redis.call('ZADD', KEYS[2*choice-1], expiry, lease)
   redis.call('EXPIRE', KEYS[2*choice-1], math.ceil(expiry - now) + 60)
 end
 return choice
-"""
+""".replace("TIE", "1e-9")
 
 
 def inflight_key(backend_id: str) -> str:
@@ -272,14 +282,16 @@ class RedisState:
             recent=[int(results[i + 1]) for i in at],
         )
 
-    async def claim(self, routes: Sequence[Route], ranked: Sequence[int], lease_id: str):
+    async def claim(self, routes: Sequence[Route], terms: Terms | None, lease_id: str):
         keys: list[str] = []
         for route in routes:
             keys += [inflight_key(route.backend.id), suspect_key(route.backend.id)]
         now = time.time()
-        args = [now, redis_conn.leases.expiry(now), lease_id, random.getrandbits(30)]
-        args += [len(ranked), *(i + 1 for i in ranked)]
-        args += [r.backend.max_concurrency for r in routes]
+        args: list[Any] = [now, redis_conn.leases.expiry(now), lease_id, random.getrandbits(30)]
+        args.append(1 if terms is not None else 0)
+        for i, route in enumerate(routes):
+            args.append(route.backend.max_concurrency)
+            args += [terms.bonus[i], terms.per_request[i]] if terms is not None else [0, 0]
         choice = int(await redis_conn.run_call(redis_conn.ScriptCall(_CLAIM, keys, args)))
         if not choice:
             return None

@@ -56,6 +56,8 @@ class Signals(NamedTuple):
 
 NO_SIGNALS = Signals()
 SHARE_PRIOR = 2
+# Above any score: the backend a turn-state token names comes first.
+PIN_BONUS = 1e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,17 +76,30 @@ class Observed:
 
 @dataclass(frozen=True, slots=True)
 class Ranking:
-    """The candidates best first, and what each was scored on."""
+    """The candidates best first, and what each was scored on. ``bonus`` is
+    a score without its in-flight requests, ``per_request`` what each of them
+    takes off: the claim counts them afresh (``routing_state.choose``)."""
 
     order: list[int]
     scores: list[float]
     blocks: Sequence[int]
     holder: int | None
+    bonus: list[float]
+    per_request: list[float]
+
+    def first(self, index: int) -> Ranking:
+        """The same, with ``index`` first while it has a free slot (a turn's backend)."""
+        bonus = [b + PIN_BONUS if i == index else b for i, b in enumerate(self.bonus)]
+        order = [index, *(i for i in self.order if i != index)]
+        return Ranking(order, self.scores, self.blocks, self.holder, bonus, self.per_request)
+
+
+def scale_of(route: Route) -> float:
+    return route.backend.max_concurrency or settings.SWITCHYARD_ROUTING["load_scale"]
 
 
 def load_of(route: Route, count: int, signals: Signals) -> float:
-    scale = route.backend.max_concurrency or settings.SWITCHYARD_ROUTING["load_scale"]
-    return (count + signals.queued) / scale + signals.pressure
+    return (count + signals.queued) / scale_of(route) + signals.pressure
 
 
 def rank(
@@ -118,7 +133,9 @@ def rank(
     shuffled = list(range(len(routes)))
     random.Random(rand).shuffle(shuffled)
     order = sorted(shuffled, key=lambda i: -scores[i])
-    return Ranking(order, scores, observed.blocks, holder)
+    per_request = [weights["load_weight"] / scale_of(route) for route in routes]
+    bonus = [s + per_request[i] * observed.counts[i] for i, s in enumerate(scores)]
+    return Ranking(order, scores, observed.blocks, holder, bonus, per_request)
 
 
 def reason(ranking: Ranking, chosen: int) -> str:
