@@ -20,7 +20,8 @@ counts of short requests do not show.
 
 So affinity is a strong term, not an override: a holder loaded well past
 the others loses to the next best, and a full one is passed over by the
-claim (``routing_state.choose``), which takes the candidates best first.
+claim (``routing_state.choose``), which adds the in-flight counts it reads
+to the rest of the score and takes the best with a free slot.
 Pure: no I/O, no Django but the settings read.
 """
 
