@@ -193,7 +193,10 @@ async def generate(call: Call, plan: Plan, mode: Mode) -> None:
     )
     pinned = call.headers.get(b"x-backend-id")
     assert exchange.caller is not None
-    turn, token = turn_backend(call.headers, exchange.caller.organisation_id, model)
+    turn, token = None, ""
+    if len(model.routes) > 1:
+        # A model on one backend has no turn to keep in place.
+        turn, token = turn_backend(call.headers, exchange.caller.organisation_id, model)
     if token:
         exchange.turn_held(token)
     upstream = failover.upstream(

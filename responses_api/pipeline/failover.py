@@ -100,10 +100,12 @@ async def upstream(
                     placed = router.placed(lease, prompt)
                     if placed is not None:
                         await exchange.give_back(placed)
-                    if exchange.caller is not None and (
+                    if prompt is not None and (
                         turn != route.backend.id or not exchange.placement.turn_state
                     ):
-                        # A turn kept where its token said keeps its token.
+                        # A turn kept where its token said keeps its token;
+                        # a request with no choice of backend needs none.
+                        assert exchange.caller is not None
                         exchange.turn_held(
                             turn_token(exchange.caller.organisation_id, model, route.backend.id)
                         )

@@ -230,3 +230,11 @@ def test_a_pinned_turn_survives_its_backends_removal_by_falling_back(web, fleet_
     finally:
         for replica in replicas:
             replica.stop()
+
+
+def test_a_model_on_one_backend_issues_no_turn_state(web, sims, provision):
+    tenant = provision("acme", sims[0].url, backend_name="alone")
+    response = post(web.next_url(), tenant.key, {"input": "hi"})
+    assert response.status_code == 200 and TURN_STATE not in response.headers
+    row = wait_rows(1, organisation=tenant.organisation)[0]
+    assert (row.route_reason, row.prefix_reused_tokens) == ("least-loaded", 0)
