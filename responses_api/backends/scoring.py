@@ -11,7 +11,7 @@ holder − load_weight × load`` (weights: ``SWITCHYARD_ROUTING``):
   that a Codex turn-state token names;
 - *load*, its in-flight requests plus the requests it reports waiting, over
   its ``max_concurrency`` (or ``load_scale``), plus the part of its KV cache
-  or slots in use (polled by the health check: ``backend_signals``);
+  or slots in use (polled by the health check: ``backends.signals``);
 
 and ``− balance_weight × (its share of the requests placed in the last
 recent_seconds − an even share)``: a conversation's later turns follow its
