@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install run test lint typecheck fix bench bench-console docs docs-build
+.PHONY: install run test lint typecheck fix bench bench-console bench-routing docs docs-build
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,11 @@ bench: install
 # 127.0.0.1) and times the pages. BENCH_ARGS="--rows 10000000" for 10 M rows.
 bench-console: install
 	$(PY) bench/console.py $(BENCH_ARGS)
+
+# Routing policies against two llama-server replicas (bench/README.md,
+# "Routing"): BENCH_ARGS=--write puts the table into bench/README.md.
+bench-routing: install
+	env -u REDIS_URL $(PY) bench/routing.py $(BENCH_ARGS)
 
 # The documentation site (mkdocs.yml, docs/): served at http://127.0.0.1:8001
 # while you edit it; docs-build builds it as CI does, --strict (a broken link

@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config import settings_stores
 from config.declared.environment import read, unknown_variables
 from config.settings_checks import fernet_refusals, production_refusals
+from config.settings_routing import routing_settings
 from config.settings_sso import sign_in
 from config.settings_stores import beat_schedule, behind_pgbouncer, redis_config, redis_timeouts
 
@@ -312,6 +313,8 @@ SWITCHYARD_LOGIN_WINDOW_SECONDS = read("SWITCHYARD_LOGIN_WINDOW_SECONDS")
 # Interval of repeated response.in_progress events while a stream waits.
 SWITCHYARD_KEEPALIVE_SECONDS = read("SWITCHYARD_KEEPALIVE_SECONDS")
 SWITCHYARD_QUEUE_TIMEOUT = read("SWITCHYARD_QUEUE_TIMEOUT")
+# How a backend is scored for a request (config/settings_routing.py).
+SWITCHYARD_ROUTING = routing_settings(read)
 # Background responses (README): "celery" or "local" (empty: celery with Redis).
 SWITCHYARD_BACKGROUND_RUNNER = read("SWITCHYARD_BACKGROUND_RUNNER")
 SWITCHYARD_BACKGROUND_TTL_SECONDS = read("SWITCHYARD_BACKGROUND_TTL_SECONDS")

@@ -233,14 +233,16 @@ async def get(
     api_key: str,
     within: float,
     policy: AddressPolicy | None = None,
+    text: bool = False,
 ) -> tuple[int, Any, str]:
     """``GET base_url + path`` for a health probe: status, decoded JSON
-    (None when the body is not JSON or longer than ``PROBE_BODY_LIMIT``)
-    and the ``server`` header. A probe has a session of its own (probes run
-    in short-lived loops of sync callers) made like the chat calls'
-    sessions, under the same address policy."""
+    (None when the body is not JSON or longer than ``PROBE_BODY_LIMIT``;
+    with ``text``, the body as text, such as Prometheus metrics) and the
+    ``server`` header. A probe has a session of its own (probes run in
+    short-lived loops of sync callers) made like the chat calls' sessions,
+    under the same address policy."""
     status, data, headers = await _utility_call(
-        "GET", base_url, path, None, api_key=api_key, within=within, policy=policy
+        "GET", base_url, path, None, api_key=api_key, within=within, policy=policy, text=text
     )
     server = headers.get("x-simulator-version") or headers.get("server") or ""
     return status, data, server
@@ -255,6 +257,7 @@ async def _utility_call(
     api_key: str,
     within: float,
     policy: AddressPolicy | None,
+    text: bool = False,
 ) -> tuple[int, Any, CIMultiDictProxy[str]]:
     """One call to a backend's endpoint other than chat (a probe, its
     tokenizer): status, decoded JSON (None when the body is not JSON or
@@ -276,6 +279,9 @@ async def _utility_call(
                 content = await _read_bounded(response, PROBE_BODY_LIMIT + 1)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _error(exc) from exc
+    if text:
+        text_body = content[:PROBE_BODY_LIMIT].decode(errors="replace")
+        return response.status, text_body, response.headers
     try:
         data = orjson.loads(content) if content and len(content) <= PROBE_BODY_LIMIT else None
     except orjson.JSONDecodeError:

@@ -1,4 +1,6 @@
-"""Backend health checks: ``GET {base_url}/models`` with a timeout.
+"""Backend health checks: ``GET {base_url}/models`` with a timeout, and the
+load a backend reports (``signals``: vLLM's metrics, llama-server's slots),
+kept for routing.
 
 A backend goes offline after ``FAILURES_TO_OFFLINE`` consecutive failures and
 back online after one success. A probe obeys the backend's address policy
@@ -29,7 +31,9 @@ from responses_api.backends.client import (
     BackendUnreachable,
     get,
 )
-from responses_api.backends.routing import clear_suspect_sync
+from responses_api.backends.routing import clear_suspect_sync, keep_signals_sync
+from responses_api.backends.scoring import Signals
+from responses_api.backends.signals import poll_signals
 from responses_api.catalogue import catalog
 from responses_api.catalogue.addresses import AddressPolicy, backend_policy
 from responses_api.models import Backend
@@ -46,6 +50,8 @@ class Probe:
     models: list[str]
     version: str
     error: str
+    # What the backend says of its load (``signals``), when it says anything.
+    signals: Signals | None = None
 
 
 def probe(
@@ -100,7 +106,8 @@ async def probe_async(
         return Probe(False, latency, [], "", "the backend's /models answer is not a model list")
     models = [str(m["id"]) for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
     version = await _server_version(dialect, base_url, api_key, within, policy) or version
-    return Probe(True, latency, models, version[:200], "")
+    signals = await poll_signals(dialect, base_url, api_key, within, policy)
+    return Probe(True, latency, models, version[:200], "", signals)
 
 
 # Where a server says its version, beside /v1 rather than under it: the
@@ -147,11 +154,13 @@ def backend_check(*, backend: Backend) -> Probe:
             backend.version = result.version
         backend.last_error = ""
         clear_suspect_sync(str(backend.id))
+        keep_signals_sync(str(backend.id), result.signals)
     else:
         backend.consecutive_failures += 1
         backend.last_error = result.error
         if backend.consecutive_failures >= FAILURES_TO_OFFLINE:
             backend.health = Backend.Health.OFFLINE
+            keep_signals_sync(str(backend.id), None)
     backend.save(
         update_fields=[
             "last_checked_at",

@@ -1,9 +1,12 @@
 """Choosing a backend for a request (docs/operations/routing.md).
 
 Eligible: enabled, not offline, serving the model, below its concurrency
-limit. Among those the least loaded wins; a conversation (``prompt_cache_key``
-or else its leading prompt) prefers the backend that served it last, while
-that backend is healthy and not saturated, so its prefix cache is reused.
+limit. Those are scored (``scoring``): the part of the prompt each is
+expected to have in its prefix cache (``prefix_index``), whether it served
+the conversation last (``prompt_cache_key``, or else its leading prompt; a
+chain keeps its first turn's), and its load; the best with a free slot
+wins. A Codex turn-state token (``pipeline/turn_state.py``) puts the
+backend it names first.
 A backend that just refused a connection is *suspect* for a few seconds and
 is passed over unless nothing else is left. When every eligible backend is
 full the request waits for a slot, up to ``SWITCHYARD_QUEUE_TIMEOUT`` seconds.
@@ -36,7 +39,18 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from pydantic_core import to_json
 
-from responses_api.backends.routing_state import LocalState, RedisState, inflight_key, suspect_key
+from responses_api.backends import scoring
+from responses_api.backends.prefix_index import PromptBlocks, record_commands
+from responses_api.backends.routing_state import (
+    LocalState,
+    RedisState,
+    Terms,
+    inflight_key,
+    recent_commands,
+    signals_commands,
+    suspect_key,
+)
+from responses_api.backends.scoring import Signals
 from responses_api.catalogue.catalog import ModelEntry, Route
 from responses_api.protocol.errors import ApiError
 from responses_api.protocol.items import InputItem, MessageItem
@@ -58,6 +72,10 @@ class Lease:
     # Nothing to remember: the conversation's remembered backend was chosen,
     # or the model has no other.
     affine: bool = False
+    # Why this backend (``scoring``: pinned, affinity, prefix, least-loaded,
+    # failover), and the prompt's tokens it is expected to have cached.
+    reason: str = scoring.LEAST_LOADED
+    prefix_tokens: int = 0
 
 
 def affinity_key(
@@ -104,6 +122,22 @@ def clear_suspect_sync(backend_id: str) -> None:
             client.close()
     else:
         router.local.suspect_until.pop(backend_id, None)
+
+
+def keep_signals_sync(backend_id: str, signals: Signals | None) -> None:
+    """Keep what a health check polled of a backend's load (None: forget it),
+    for every process (a sync context)."""
+    if redis_conn.enabled():
+        client = redis_conn.sync_client()
+        try:
+            with client.pipeline(transaction=False) as pipe:
+                for command in signals_commands(backend_id, signals):
+                    pipe.execute_command(*command)
+                pipe.execute()
+        finally:
+            client.close()
+    else:
+        router.local.signalled(backend_id, signals)
 
 
 def no_backend(model: ModelEntry, why: str) -> ApiError:
@@ -182,36 +216,47 @@ class Router:
         pinned: str | None = None,
         affinity: str | None = None,
         exclude: set[str] | None = None,
+        prompt: PromptBlocks | None = None,
+        turn: str | None = None,
     ) -> Lease:
         """A slot on the best backend, waiting for one while all are full.
 
-        Raises a 503 when no backend is eligible or none frees up within
-        ``SWITCHYARD_QUEUE_TIMEOUT``. (A stream's keep-alives while it waits
-        are the caller's: they run on a timer of their own.)
+        ``turn`` is the backend a turn-state token names: first choice while
+        it is a candidate with a free slot. Raises a 503 when no backend is
+        eligible or none frees up within ``SWITCHYARD_QUEUE_TIMEOUT``. (A
+        stream's keep-alives while it waits are the caller's: they run on a
+        timer of their own.)
         """
         routes = self.candidates(model, pinned=pinned, exclude=exclude or set())
         if not routes:
             raise no_backend(model, "every backend failed for this request")
+        fixed = scoring.PINNED if pinned else scoring.FAILOVER if exclude else None
         if len(routes) == 1 and not routes[0].backend.counted:
             # Unlimited, and no other backend's load is compared with its:
             # a count nobody reads is not kept (a round trip in production).
             in_flight_add(backend=routes[0].backend.name, delta=1)
-            return Lease(routes[0], queue_wait_ms=0.0, id="", affine=True)
+            reason = fixed or scoring.LEAST_LOADED
+            return Lease(routes[0], queue_wait_ms=0.0, id="", affine=True, reason=reason)
         state = self.state
-        preferred = None
+        ranking = None
         # A model on one backend has nowhere else to send a conversation:
-        # nothing to look up, nothing to remember (two Redis round trips in
+        # nothing to look up, nothing to remember (a Redis round trip in
         # production, for every turn of a stored chain).
         only = len(model.routes) == 1
-        if affinity and not only:
-            last = await state.remembered(affinity)
-            preferred = next((i for i, r in enumerate(routes) if r.backend.id == last), None)
+        if len(routes) > 1 and not only:
+            observed = await state.observe(routes, affinity, prompt)
+            total = len(prompt.hashes) if prompt is not None else 0
+            ranking = scoring.rank(routes, observed, total_blocks=total)
+        held = next((i for i, r in enumerate(routes) if turn and r.backend.id == turn), None)
+        if held is not None and ranking is not None:
+            ranking = ranking.first(held)
+        terms = Terms(ranking.bonus, ranking.per_request) if ranking is not None else None
         lease_id = uuid.uuid4().hex
         started = time.monotonic()
         deadline = started + settings.SWITCHYARD_QUEUE_TIMEOUT
         poll = POLL_MIN
         task = asyncio.current_task()
-        while (index := await state.claim(routes, preferred, lease_id)) is None:
+        while (index := await state.claim(routes, terms, lease_id)) is None:
             if task is not None and task.cancelling():
                 # A cancellation (client gone) that a wait in this loop
                 # absorbed must still end the wait.
@@ -231,17 +276,35 @@ class Router:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._next_release().wait(), timeout=timeout)
             poll = min(poll * 2, POLL_MAX)
+        if fixed is None:
+            fixed = scoring.PINNED if index == held else None
         lease = Lease(
             routes[index],
             queue_wait_ms=(time.monotonic() - started) * 1000,
             id=lease_id,
-            affine=only or index == preferred,
+            affine=only or (ranking is not None and index == ranking.holder),
+            reason=fixed or (scoring.reason(ranking, index) if ranking else scoring.LEAST_LOADED),
+            prefix_tokens=PromptBlocks.tokens(ranking.blocks[index]) if ranking else 0,
         )
         in_flight_add(backend=routes[index].backend.name, delta=1)
         if task is not None and task.cancelling():
             await self.release(lease)
             raise asyncio.CancelledError
         return lease
+
+    def placed(self, lease: Lease, prompt: PromptBlocks | None) -> redis_conn.Release | None:
+        """Record that the lease's backend was sent ``prompt`` (a scored
+        request: its prefix, and one more placed there lately): at once in the
+        process, or as commands for the round trip of the request's usage row."""
+        if prompt is None:
+            return None
+        backend_id = lease.route.backend.id
+        if not redis_conn.enabled():
+            self.local.placed(prompt, backend_id)
+            return None
+        now = time.time()
+        commands = record_commands(prompt, backend_id, now)
+        return redis_conn.Release([*commands, *recent_commands(backend_id, lease.id, now)])
 
     async def release(self, lease: Lease) -> None:
         if self.release_nowait(lease):

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0010_organisation_client_mcp_servers'),
-        ('responses_api', '0010_conversations'),
+        ('responses_api', '0011_usage_route_reason'),
     ]
 
     operations = [

@@ -44,9 +44,8 @@ class Backend(models.Model):
     reported_models = models.JSONField(default=list, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True, default="")
-    # Set by platform staff only: this backend may sit on a loopback,
-    # link-local or private address even where the platform refuses them
-    # (SWITCHYARD_BACKEND_ALLOW_PRIVATE off).
+    # Set by platform staff only: this backend may sit on a loopback, link-local
+    # or private address where the platform refuses them (BACKEND_ALLOW_PRIVATE).
     allow_private = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -73,8 +72,7 @@ class ServedModel(models.Model):
     temperature = models.FloatField(null=True, blank=True)
     top_p = models.FloatField(null=True, blank=True)
     supports_reasoning = models.BooleanField(default=True)
-    # The ``reasoning.effort`` levels it takes (empty: low, medium, high)
-    # and the one clients such as Codex should send by default.
+    # The reasoning.effort levels it takes (empty: low, medium, high) and the default.
     reasoning_levels = models.JSONField(default=list, blank=True)
     default_reasoning_effort = models.CharField(max_length=10, blank=True)
     supports_vision = models.BooleanField(default=False)
@@ -149,14 +147,16 @@ class UsageLog(models.Model):
     note = models.CharField(max_length=200, blank=True, default="")
     notices = models.JSONField(default=list, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
-    # True when the backend never reported usage (the client left first) and
-    # input_tokens was counted from the request instead.
+    # input_tokens counted from the request: the client left before any usage came.
     input_tokens_estimated = models.BooleanField(default=False)
     cached_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     reasoning_tokens = models.PositiveIntegerField(default=0)
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # Why the backend was chosen (backends.scoring), and its expected cached prefix.
+    route_reason = models.CharField(max_length=16, blank=True, default="")
+    prefix_reused_tokens = models.PositiveIntegerField(default=0)
     queue_wait_ms = models.FloatField(null=True, blank=True)
     ttft_ms = models.FloatField(null=True, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)

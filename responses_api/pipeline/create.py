@@ -26,6 +26,7 @@ from responses_api.pipeline.exchange import Exchange
 from responses_api.pipeline.parse import parse_request
 from responses_api.pipeline.relay import read_answer, relay_stream
 from responses_api.pipeline.tool_loop import Hosted, answer_with_tools, hosted_tools
+from responses_api.pipeline.turn_state import turn_backend
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import (
     ApiError,
@@ -216,10 +217,17 @@ async def generate(call: Call, plan: Plan, mode: Mode) -> None:
     )
     header = call.headers.get(b"x-backend-id")
     pinned = header.decode("latin-1").strip() if header else None
+    assert exchange.caller is not None
+    turn, token = None, ""
+    if len(model.routes) > 1:
+        # A model on one backend has no turn to keep in place.
+        turn, token = turn_backend(call.headers, exchange.caller.organisation_id, model)
+    if token:
+        exchange.turn_held(token)
 
     def upstream(draft: ChatDraft) -> AbstractAsyncContextManager[failover.Attempt]:
         return failover.upstream(
-            exchange, draft=draft, model=model, pinned=pinned, affinity=plan.affinity
+            exchange, draft=draft, model=model, pinned=pinned, affinity=plan.affinity, turn=turn
         )
 
     async def relay(upstream: AbstractAsyncContextManager[failover.Attempt]) -> None:

@@ -15,11 +15,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from responses_api.pipeline.client import CLIENT_ID_LENGTH, NO_CLIENT, Client
+from responses_api.pipeline.facts import UNENDED, UNPLACED, Outcome, Placement, Timing
 from responses_api.runtime import redis_conn
 from responses_api.runtime.metrics import request_observe
 from responses_api.usage.holds import spend_release, spend_settle
@@ -64,30 +65,6 @@ ZERO = Decimal(0)
 
 
 @dataclass(slots=True)
-class Timing:
-    """When the request started, by both clocks, and how long it waited for
-    a backend slot and for its first token. Changed by its exchange only."""
-
-    started: float = field(default_factory=time.perf_counter)
-    created_at: float = field(default_factory=time.time)
-    queue_wait_ms: float | None = None
-    ttft_ms: float | None = None
-
-
-class Outcome(NamedTuple):
-    """How the request ended: its status, and the error and note its row
-    keeps (nothing but a status for a success)."""
-
-    status: int = 0
-    error_code: str = ""
-    error_message: str = ""
-    note: str = ""
-
-
-UNENDED = Outcome()
-
-
-@dataclass(slots=True)
 class Exchange:
     """One request from its first byte to its usage row.
 
@@ -105,8 +82,7 @@ class Exchange:
     stream: bool = False
     model_entry: ModelEntry | None = None
     # Where it ran, and what it produced there.
-    backend: BackendEntry | None = None
-    attempts: int = 0
+    placement: Placement = UNPLACED
     tokens: tuple[int, int, int, int] = (0, 0, 0, 0)  # input, cached, output, reasoning
     # The request as translated for the backends: what its prompt is.
     draft: ChatDraft | None = None
@@ -168,10 +144,17 @@ class Exchange:
         timing = self.timing
         timing.queue_wait_ms = (timing.queue_wait_ms or 0.0) + ms
 
-    def attempt(self, backend: BackendEntry) -> None:
-        """A try on ``backend`` starts (failover may make several)."""
-        self.attempts += 1
-        self.backend = backend
+    def attempt(self, backend: BackendEntry, reason: str, prefix_tokens: int) -> None:
+        """A try on ``backend`` starts (failover may make several), chosen
+        for ``reason`` and expected to reuse ``prefix_tokens`` cached tokens."""
+        attempts = self.placement.attempts + 1
+        self.placement = self.placement._replace(
+            backend=backend, attempts=attempts, reason=reason, prefix_tokens=prefix_tokens
+        )
+
+    def turn_held(self, token: str) -> None:
+        """The Codex turn-state token the responses carry."""
+        self.placement = self.placement._replace(turn_state=token)
 
     def produced(self, usage: Usage, first_token_at: float | None) -> None:
         """The relay ended: what the backend produced, and when its first token came."""
@@ -216,6 +199,14 @@ class Exchange:
         self.outcome = self.outcome._replace(note=SHUT_DOWN)
 
     # --- what is reported -------------------------------------------------
+
+    @property
+    def backend(self) -> BackendEntry | None:
+        return self.placement.backend
+
+    @property
+    def attempts(self) -> int:
+        return self.placement.attempts
 
     @property
     def input_tokens(self) -> int:
@@ -301,6 +292,8 @@ class Exchange:
             "reasoning_tokens": reasoning,
             "cost": self.cost(),
             "attempts": self.attempts,
+            "route_reason": self.placement.reason,
+            "prefix_reused_tokens": self.placement.prefix_tokens,
             "queue_wait_ms": timing.queue_wait_ms,
             "ttft_ms": timing.ttft_ms,
             "duration_ms": duration,

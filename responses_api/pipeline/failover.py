@@ -32,9 +32,11 @@ from responses_api.backends.client import (
     BackendUnreachable,
     get_client,
 )
+from responses_api.backends.prefix_index import PromptBlocks, prompt_blocks
 from responses_api.backends.routing import Lease, router
 from responses_api.catalogue.catalog import ModelEntry, Route
 from responses_api.pipeline.exchange import Exchange
+from responses_api.pipeline.turn_state import turn_token
 from responses_api.protocol.errors import TRACE_BODY_BYTES, ApiError, trace_excerpt
 from responses_api.translate.request import ChatDraft, ChatPlan
 
@@ -58,15 +60,22 @@ async def upstream(
     model: ModelEntry,
     pinned: str | None = None,
     affinity: str | None = None,
+    turn: str | None = None,
 ) -> AsyncIterator[Attempt]:
     """The first backend that answers, leased for the block. Until one has
     answered, a failure is retried on another eligible one; a
-    pinned request is never moved. Raises the ``ApiError`` to answer when
-    none does."""
+    pinned request is never moved. ``turn`` is the backend a Codex
+    turn-state token names (``turn_state``): tried first. Raises the
+    ``ApiError`` to answer when none does."""
     tried: set[str] = set()
     last_error: ApiError | None = None
+    # What the backends' prefix indexes know the prompt by: worth working
+    # out only when there is a choice of backend.
+    prompt = None
+    if pinned is None and len(model.routes) > 1 and exchange.caller is not None:
+        prompt = prompt_blocks(exchange.caller.organisation_id, draft.body)
     while exchange.attempts < MAX_ATTEMPTS:
-        lease = await _lease(exchange, model, pinned, affinity, tried, last_error)
+        lease = await _lease(exchange, model, pinned, (affinity, turn, prompt), tried, last_error)
         if lease is None:
             break
         route = lease.route
@@ -79,7 +88,7 @@ async def upstream(
             )
             for notice in plan.notices:
                 exchange.notice(notice["code"], notice["message"])
-            exchange.attempt(route.backend)
+            exchange.attempt(route.backend, lease.reason, lease.prefix_tokens)
             answer, last_error = await _open(route, plan)
             if answer is not None:
                 try:
@@ -87,6 +96,18 @@ async def upstream(
                         # Remembered for AFFINITY_SECONDS from the first answer; a
                         # conversation longer than that is placed afresh once.
                         await router.remember(affinity, route.backend.id)
+                    placed = router.placed(lease, prompt)
+                    if placed is not None:
+                        await exchange.give_back(placed)
+                    if prompt is not None and (
+                        turn != route.backend.id or not exchange.placement.turn_state
+                    ):
+                        # A turn kept where its token said keeps its token;
+                        # a request with no choice of backend needs none.
+                        assert exchange.caller is not None
+                        exchange.turn_held(
+                            turn_token(exchange.caller.organisation_id, model, route.backend.id)
+                        )
                     answered = True
                     yield Attempt(route, plan, answer)
                     return
@@ -117,15 +138,19 @@ async def _lease(
     exchange: Exchange,
     model: ModelEntry,
     pinned: str | None,
-    affinity: str | None,
+    scored: tuple[str | None, str | None, PromptBlocks | None],
     tried: set[str],
     last_error: ApiError | None,
 ) -> Lease | None:
     """A slot on the best backend not yet tried; None when none is left to
-    fail over to (the last backend's error is then the answer)."""
+    fail over to (the last backend's error is then the answer). ``scored``:
+    the conversation's affinity, the turn's backend and the prompt's blocks."""
+    affinity, turn, prompt = scored
     waiting_since = time.monotonic()
     try:
-        lease = await router.acquire(model, pinned=pinned, affinity=affinity, exclude=tried)
+        lease = await router.acquire(
+            model, pinned=pinned, affinity=affinity, exclude=tried, prompt=prompt, turn=turn
+        )
     except ApiError as error:
         exchange.waited((time.monotonic() - waiting_since) * 1000)
         if last_error is not None and error.code == "no_backend_available":

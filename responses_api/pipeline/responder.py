@@ -30,6 +30,8 @@ class Responder:
         if exchange.backend is not None:
             headers.append((b"x-backend-id", exchange.backend.id.encode()))
             headers.append((b"x-backend-name", exchange.backend.name.encode()))
+        if exchange.placement.turn_state:
+            headers.append((b"x-codex-turn-state", exchange.placement.turn_state.encode()))
         headers.extend(exchange.limit_headers)
         return headers
 

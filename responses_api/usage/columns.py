@@ -48,6 +48,8 @@ USAGE_EXPORT_COLUMNS = (
     "client_request_id",
     "originator",
     "input_tokens_estimated",
+    "route_reason",
+    "prefix_reused_tokens",
 )
 # The columns no export lists, each export naming the organisation and the
 # key in its own way; a check row is the platform's, not the tenant's.

@@ -3,6 +3,8 @@ models, offline after two consecutive failures once the process is gone."""
 
 from __future__ import annotations
 
+import concurrent.futures
+
 import httpx
 import pytest
 from openai import APIStatusError
@@ -79,5 +81,47 @@ def test_a_killed_server_goes_offline_after_two_failures(llama_paths, llama_tena
         error = wait_for(lambda: (e := refused()).body["code"] == "no_backend_available" and e)
         assert error.response.headers["retry-after"]
         assert wait_rows(organisation=tenant.organisation, status=503)
+    finally:
+        server.stop()
+
+
+def kept_signals(backend_id: str):
+    """What routing reads of the backend's own load (in the process, or Redis)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from responses_api.backends.routing import router
+
+    route = SimpleNamespace(backend=SimpleNamespace(id=backend_id))
+    return asyncio.run(router.state.observe([route], None, None)).signals[0]
+
+
+def test_a_health_check_reads_the_servers_slots_as_its_load(llama_paths):
+    from responses_api.backends.scoring import NO_SIGNALS, Signals
+    from responses_api.catalogue.services.backends import backend_ensure
+
+    server = start_llama_server(llama_paths, "-np", "2", "-c", "8192")
+    try:
+        backend, _ = backend_ensure(
+            organisation=None, name="llama-slots", base_url=server.url, dialect="llamacpp"
+        )
+        assert backend_check(backend=backend).signals == Signals(0, 0.0)
+        body = {"messages": [{"role": "user", "content": "Once"}], "max_tokens": 1500}
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            # One of its two slots generating (past the end of its story).
+            busy = pool.submit(
+                httpx.post,
+                server.url + "/chat/completions",
+                json={**body, "ignore_eos": True},
+                timeout=60,
+            )
+            wait_for(lambda: backend_check(backend=backend).signals == Signals(0, 0.5), timeout=30)
+            assert kept_signals(str(backend.id)) == Signals(0, 0.5)
+            assert busy.result().status_code == 200
+        server.kill()
+        for _ in range(FAILURES_TO_OFFLINE):
+            backend_check(backend=backend)
+        # Offline: what it said of itself is forgotten.
+        assert kept_signals(str(backend.id)) == NO_SIGNALS
     finally:
         server.stop()

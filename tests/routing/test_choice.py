@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from responses_api.backends.routing import affinity_key
-from responses_api.backends.routing_state import choose
+from responses_api.backends.routing_state import Terms, choose
 from responses_api.protocol.body import CreateResponse
 from responses_api.usage.ratelimit import Scope, _headers, _verdict
 
 
-def test_least_loaded_wins_and_ties_are_shared():
+def test_least_loaded_wins_and_ties_are_shared_when_nothing_is_scored():
     assert choose([3, 1, 2], [0, 0, 0], [True] * 3, None, 0) == 1
     picks = {choose([1, 1, 1], [0, 0, 0], [True] * 3, None, rand) for rand in range(6)}
     assert picks == {0, 1, 2}
@@ -16,16 +16,27 @@ def test_least_loaded_wins_and_ties_are_shared():
 
 def test_full_backends_are_skipped_and_all_full_means_wait():
     assert choose([2, 5], [2, 8], [True, True], None, 0) == 1
-    assert choose([2, 8], [2, 8], [True, True], None, 0) is None
+    assert choose([2, 8], [2, 8], [True, True], Terms([5.0, 0.0], [0.1, 0.1]), 0) is None
 
 
-def test_affinity_wins_while_the_backend_has_room():
-    assert choose([5, 0], [8, 8], [True, True], 0, 0) == 0
-    assert choose([8, 0], [8, 8], [True, True], 0, 0) == 1  # saturated: least loaded
+def test_the_best_score_with_a_free_slot_wins_counting_requests_in_flight():
+    terms = Terms([1.0, 0.2, 0.5], [0.125, 0.125, 0.125])
+    assert choose([0, 0, 0], [8, 8, 8], [True] * 3, terms, 0) == 0
+    # Six in flight on the best take 0.75 off it: the next best wins.
+    assert choose([6, 0, 0], [8, 8, 8], [True] * 3, terms, 0) == 2
+    # The best full, the third loaded: the second, idle, wins.
+    assert choose([8, 0, 3], [8, 8, 8], [True] * 3, terms, 0) == 1
+
+
+def test_requests_choosing_together_spread_over_equal_backends():
+    terms, counts = Terms([0.0] * 3, [0.125] * 3), [0, 0, 0]
+    for rand in range(6):
+        counts[choose(counts, [0, 0, 0], [True] * 3, terms, rand)] += 1
+    assert counts == [2, 2, 2]
 
 
 def test_suspect_backends_are_used_only_when_nothing_else_is_left():
-    assert choose([0, 4], [0, 0], [False, True], 0, 0) == 1
+    assert choose([0, 4], [0, 0], [False, True], Terms([9.0, 0.0], [1.0, 1.0]), 0) == 1
     assert choose([0, 4], [0, 0], [False, False], None, 0) == 0
 
 

@@ -1,0 +1,52 @@
+"""The facts an :class:`~responses_api.pipeline.exchange.Exchange` records
+that are more than one value: when things happened, how the request ended,
+and where it ran. Changed by its exchange only."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from responses_api.catalogue.catalog import BackendEntry
+
+
+@dataclass(slots=True)
+class Timing:
+    """When the request started, by both clocks, and how long it waited for
+    a backend slot and for its first token. Changed by its exchange only."""
+
+    started: float = field(default_factory=time.perf_counter)
+    created_at: float = field(default_factory=time.time)
+    queue_wait_ms: float | None = None
+    ttft_ms: float | None = None
+
+
+class Outcome(NamedTuple):
+    """How the request ended: its status, and the error and note its row
+    keeps (nothing but a status for a success)."""
+
+    status: int = 0
+    error_code: str = ""
+    error_message: str = ""
+    note: str = ""
+
+
+UNENDED = Outcome()
+
+
+class Placement(NamedTuple):
+    """Where the request ran: the backend of its last try, how many tries,
+    why that backend was chosen (``backends.scoring``), the prompt's tokens
+    it was expected to have cached, and the Codex turn-state token its
+    responses carry (``pipeline.turn_state``)."""
+
+    backend: BackendEntry | None = None
+    attempts: int = 0
+    reason: str = ""
+    prefix_tokens: int = 0
+    turn_state: str = ""
+
+
+UNPLACED = Placement()
