@@ -7,132 +7,243 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('accounts', '0001_initial'),
+        ("accounts", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Backend',
+            name="Backend",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=100)),
-                ('base_url', models.URLField(max_length=500)),
-                ('api_key_encrypted', models.TextField(blank=True, default='')),
-                ('dialect', models.CharField(choices=[('openai', 'OpenAI-compatible'), ('vllm', 'vLLM'), ('sglang', 'SGLang'), ('llamacpp', 'llama.cpp server'), ('ollama', 'Ollama')], default='openai', max_length=16)),
-                ('enabled', models.BooleanField(default=True)),
-                ('max_concurrency', models.PositiveIntegerField(default=16)),
-                ('extra_body', models.JSONField(blank=True, default=dict)),
-                ('health', models.CharField(choices=[('unknown', 'Unknown'), ('online', 'Online'), ('offline', 'Offline')], default='unknown', max_length=16)),
-                ('last_checked_at', models.DateTimeField(blank=True, null=True)),
-                ('latency_ms', models.FloatField(blank=True, null=True)),
-                ('version', models.CharField(blank=True, default='', max_length=200)),
-                ('reported_models', models.JSONField(blank=True, default=list)),
-                ('consecutive_failures', models.PositiveIntegerField(default=0)),
-                ('last_error', models.TextField(blank=True, default='')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('organisation', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='backends', to='accounts.organisation')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                ("base_url", models.URLField(max_length=500)),
+                ("api_key_encrypted", models.TextField(blank=True, default="")),
+                (
+                    "dialect",
+                    models.CharField(
+                        choices=[
+                            ("openai", "OpenAI-compatible"),
+                            ("vllm", "vLLM"),
+                            ("sglang", "SGLang"),
+                            ("llamacpp", "llama.cpp server"),
+                            ("ollama", "Ollama"),
+                        ],
+                        default="openai",
+                        max_length=16,
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                ("max_concurrency", models.PositiveIntegerField(default=16)),
+                ("extra_body", models.JSONField(blank=True, default=dict)),
+                (
+                    "health",
+                    models.CharField(
+                        choices=[
+                            ("unknown", "Unknown"),
+                            ("online", "Online"),
+                            ("offline", "Offline"),
+                        ],
+                        default="unknown",
+                        max_length=16,
+                    ),
+                ),
+                ("last_checked_at", models.DateTimeField(blank=True, null=True)),
+                ("latency_ms", models.FloatField(blank=True, null=True)),
+                ("version", models.CharField(blank=True, default="", max_length=200)),
+                ("reported_models", models.JSONField(blank=True, default=list)),
+                ("consecutive_failures", models.PositiveIntegerField(default=0)),
+                ("last_error", models.TextField(blank=True, default="")),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "organisation",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="backends",
+                        to="accounts.organisation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Deployment',
+            name="Deployment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('upstream_name', models.CharField(max_length=200)),
-                ('backend', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='deployments', to='responses_api.backend')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("upstream_name", models.CharField(max_length=200)),
+                (
+                    "backend",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="deployments",
+                        to="responses_api.backend",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ServedModel',
+            name="ServedModel",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('public_id', models.CharField(max_length=200)),
-                ('aliases', models.JSONField(blank=True, default=list)),
-                ('context_window', models.PositiveIntegerField(blank=True, null=True)),
-                ('max_output_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('default_max_output_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('temperature', models.FloatField(blank=True, null=True)),
-                ('top_p', models.FloatField(blank=True, null=True)),
-                ('supports_reasoning', models.BooleanField(default=True)),
-                ('supports_vision', models.BooleanField(default=False)),
-                ('price_input', models.DecimalField(decimal_places=6, default=0, max_digits=12)),
-                ('price_cached_input', models.DecimalField(decimal_places=6, default=0, max_digits=12)),
-                ('price_output', models.DecimalField(decimal_places=6, default=0, max_digits=12)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('backends', models.ManyToManyField(related_name='served_models', through='responses_api.Deployment', to='responses_api.backend')),
-                ('organisation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='models', to='accounts.organisation')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("public_id", models.CharField(max_length=200)),
+                ("aliases", models.JSONField(blank=True, default=list)),
+                ("context_window", models.PositiveIntegerField(blank=True, null=True)),
+                ("max_output_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("default_max_output_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("temperature", models.FloatField(blank=True, null=True)),
+                ("top_p", models.FloatField(blank=True, null=True)),
+                ("supports_reasoning", models.BooleanField(default=True)),
+                ("supports_vision", models.BooleanField(default=False)),
+                ("price_input", models.DecimalField(decimal_places=6, default=0, max_digits=12)),
+                (
+                    "price_cached_input",
+                    models.DecimalField(decimal_places=6, default=0, max_digits=12),
+                ),
+                ("price_output", models.DecimalField(decimal_places=6, default=0, max_digits=12)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "backends",
+                    models.ManyToManyField(
+                        related_name="served_models",
+                        through="responses_api.Deployment",
+                        to="responses_api.backend",
+                    ),
+                ),
+                (
+                    "organisation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="models",
+                        to="accounts.organisation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['public_id'],
+                "ordering": ["public_id"],
             },
         ),
         migrations.AddField(
-            model_name='deployment',
-            name='model',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='deployments', to='responses_api.servedmodel'),
+            model_name="deployment",
+            name="model",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="deployments",
+                to="responses_api.servedmodel",
+            ),
         ),
         migrations.CreateModel(
-            name='UsageLog',
+            name="UsageLog",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('request_id', models.UUIDField(unique=True)),
-                ('key_prefix', models.CharField(blank=True, default='', max_length=32)),
-                ('model', models.CharField(blank=True, default='', max_length=200)),
-                ('backend_name', models.CharField(blank=True, default='', max_length=100)),
-                ('endpoint', models.CharField(max_length=100)),
-                ('method', models.CharField(default='POST', max_length=8)),
-                ('stream', models.BooleanField(default=False)),
-                ('status', models.PositiveSmallIntegerField()),
-                ('error_code', models.CharField(blank=True, default='', max_length=64)),
-                ('error_message', models.TextField(blank=True, default='')),
-                ('note', models.CharField(blank=True, default='', max_length=200)),
-                ('notices', models.JSONField(blank=True, default=list)),
-                ('input_tokens', models.PositiveIntegerField(default=0)),
-                ('cached_tokens', models.PositiveIntegerField(default=0)),
-                ('output_tokens', models.PositiveIntegerField(default=0)),
-                ('reasoning_tokens', models.PositiveIntegerField(default=0)),
-                ('cost', models.DecimalField(decimal_places=8, default=0, max_digits=14)),
-                ('attempts', models.PositiveSmallIntegerField(default=0)),
-                ('queue_wait_ms', models.FloatField(blank=True, null=True)),
-                ('ttft_ms', models.FloatField(blank=True, null=True)),
-                ('duration_ms', models.FloatField(blank=True, null=True)),
-                ('tokens_per_second', models.FloatField(blank=True, null=True)),
-                ('client_ip', models.GenericIPAddressField(blank=True, null=True)),
-                ('user_agent', models.CharField(blank=True, default='', max_length=300)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('api_key', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='accounts.apikey')),
-                ('backend', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='responses_api.backend')),
-                ('organisation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='usage', to='accounts.organisation')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("request_id", models.UUIDField(unique=True)),
+                ("key_prefix", models.CharField(blank=True, default="", max_length=32)),
+                ("model", models.CharField(blank=True, default="", max_length=200)),
+                ("backend_name", models.CharField(blank=True, default="", max_length=100)),
+                ("endpoint", models.CharField(max_length=100)),
+                ("method", models.CharField(default="POST", max_length=8)),
+                ("stream", models.BooleanField(default=False)),
+                ("status", models.PositiveSmallIntegerField()),
+                ("error_code", models.CharField(blank=True, default="", max_length=64)),
+                ("error_message", models.TextField(blank=True, default="")),
+                ("note", models.CharField(blank=True, default="", max_length=200)),
+                ("notices", models.JSONField(blank=True, default=list)),
+                ("input_tokens", models.PositiveIntegerField(default=0)),
+                ("cached_tokens", models.PositiveIntegerField(default=0)),
+                ("output_tokens", models.PositiveIntegerField(default=0)),
+                ("reasoning_tokens", models.PositiveIntegerField(default=0)),
+                ("cost", models.DecimalField(decimal_places=8, default=0, max_digits=14)),
+                ("attempts", models.PositiveSmallIntegerField(default=0)),
+                ("queue_wait_ms", models.FloatField(blank=True, null=True)),
+                ("ttft_ms", models.FloatField(blank=True, null=True)),
+                ("duration_ms", models.FloatField(blank=True, null=True)),
+                ("tokens_per_second", models.FloatField(blank=True, null=True)),
+                ("client_ip", models.GenericIPAddressField(blank=True, null=True)),
+                ("user_agent", models.CharField(blank=True, default="", max_length=300)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "api_key",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to="accounts.apikey",
+                    ),
+                ),
+                (
+                    "backend",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to="responses_api.backend",
+                    ),
+                ),
+                (
+                    "organisation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="usage",
+                        to="accounts.organisation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.AddConstraint(
-            model_name='backend',
-            constraint=models.UniqueConstraint(fields=('organisation', 'name'), name='backend_name_per_org'),
+            model_name="backend",
+            constraint=models.UniqueConstraint(
+                fields=("organisation", "name"), name="backend_name_per_org"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='servedmodel',
-            constraint=models.UniqueConstraint(fields=('organisation', 'public_id'), name='model_id_per_org'),
+            model_name="servedmodel",
+            constraint=models.UniqueConstraint(
+                fields=("organisation", "public_id"), name="model_id_per_org"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='deployment',
-            constraint=models.UniqueConstraint(fields=('model', 'backend'), name='one_deployment_per_backend'),
+            model_name="deployment",
+            constraint=models.UniqueConstraint(
+                fields=("model", "backend"), name="one_deployment_per_backend"
+            ),
         ),
         migrations.AddIndex(
-            model_name='usagelog',
-            index=models.Index(fields=['organisation', '-created_at'], name='usage_org_time'),
+            model_name="usagelog",
+            index=models.Index(fields=["organisation", "-created_at"], name="usage_org_time"),
         ),
         migrations.AddIndex(
-            model_name='usagelog',
-            index=models.Index(fields=['organisation', 'status', '-created_at'], name='usage_org_status'),
+            model_name="usagelog",
+            index=models.Index(
+                fields=["organisation", "status", "-created_at"], name="usage_org_status"
+            ),
         ),
     ]

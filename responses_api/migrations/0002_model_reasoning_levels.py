@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('responses_api', '0001_initial'),
+        ("responses_api", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='servedmodel',
-            name='default_reasoning_effort',
+            model_name="servedmodel",
+            name="default_reasoning_effort",
             field=models.CharField(blank=True, max_length=10),
         ),
         migrations.AddField(
-            model_name='servedmodel',
-            name='reasoning_levels',
+            model_name="servedmodel",
+            name="reasoning_levels",
             field=models.JSONField(blank=True, default=list),
         ),
     ]

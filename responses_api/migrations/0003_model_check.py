@@ -6,29 +6,48 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('responses_api', '0002_model_reasoning_levels'),
+        ("responses_api", "0002_model_reasoning_levels"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='usagelog',
-            name='is_check',
+            model_name="usagelog",
+            name="is_check",
             field=models.BooleanField(default=False),
         ),
         migrations.CreateModel(
-            name='ModelCheck',
+            name="ModelCheck",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('results', models.JSONField(blank=True, default=list)),
-                ('passed', models.BooleanField(default=False)),
-                ('backend', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='responses_api.backend')),
-                ('model', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='checks', to='responses_api.servedmodel')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("results", models.JSONField(blank=True, default=list)),
+                ("passed", models.BooleanField(default=False)),
+                (
+                    "backend",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to="responses_api.backend",
+                    ),
+                ),
+                (
+                    "model",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="checks",
+                        to="responses_api.servedmodel",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-started_at'],
+                "ordering": ["-started_at"],
             },
         ),
     ]

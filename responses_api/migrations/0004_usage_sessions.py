@@ -4,35 +4,36 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0004_spend_limits'),
-        ('responses_api', '0003_model_check'),
+        ("accounts", "0004_spend_limits"),
+        ("responses_api", "0003_model_check"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='usagelog',
-            name='client_request_id',
-            field=models.CharField(blank=True, default='', max_length=128),
+            model_name="usagelog",
+            name="client_request_id",
+            field=models.CharField(blank=True, default="", max_length=128),
         ),
         migrations.AddField(
-            model_name='usagelog',
-            name='originator',
-            field=models.CharField(blank=True, default='', max_length=128),
+            model_name="usagelog",
+            name="originator",
+            field=models.CharField(blank=True, default="", max_length=128),
         ),
         migrations.AddField(
-            model_name='usagelog',
-            name='session_id',
-            field=models.CharField(blank=True, default='', max_length=128),
+            model_name="usagelog",
+            name="session_id",
+            field=models.CharField(blank=True, default="", max_length=128),
         ),
         migrations.AddField(
-            model_name='usagelog',
-            name='thread_id',
-            field=models.CharField(blank=True, default='', max_length=128),
+            model_name="usagelog",
+            name="thread_id",
+            field=models.CharField(blank=True, default="", max_length=128),
         ),
         migrations.AddIndex(
-            model_name='usagelog',
-            index=models.Index(fields=['organisation', 'session_id', 'created_at'], name='usage_org_session'),
+            model_name="usagelog",
+            index=models.Index(
+                fields=["organisation", "session_id", "created_at"], name="usage_org_session"
+            ),
         ),
     ]

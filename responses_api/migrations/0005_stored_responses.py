@@ -6,50 +6,75 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0003_audit_source'),
-        ('responses_api', '0004_usage_sessions'),
+        ("accounts", "0003_audit_source"),
+        ("responses_api", "0004_usage_sessions"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='StoredResponse',
+            name="StoredResponse",
             fields=[
-                ('id', models.CharField(max_length=64, primary_key=True, serialize=False)),
-                ('previous_response_id', models.CharField(blank=True, default='', max_length=64)),
-                ('root_id', models.CharField(max_length=64)),
-                ('depth', models.PositiveIntegerField(default=0)),
-                ('affinity', models.CharField(blank=True, default='', max_length=64)),
-                ('data', models.TextField()),
-                ('size', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('expires_at', models.DateTimeField()),
-                ('organisation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='stored_responses', to='accounts.organisation')),
+                ("id", models.CharField(max_length=64, primary_key=True, serialize=False)),
+                ("previous_response_id", models.CharField(blank=True, default="", max_length=64)),
+                ("root_id", models.CharField(max_length=64)),
+                ("depth", models.PositiveIntegerField(default=0)),
+                ("affinity", models.CharField(blank=True, default="", max_length=64)),
+                ("data", models.TextField()),
+                ("size", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("expires_at", models.DateTimeField()),
+                (
+                    "organisation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="stored_responses",
+                        to="accounts.organisation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='StoredItem',
+            name="StoredItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('item_id', models.CharField(max_length=128)),
-                ('organisation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='accounts.organisation')),
-                ('response', models.ForeignKey(on_delete=django.db.models.deletion.DO_NOTHING, related_name='items', to='responses_api.storedresponse')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("item_id", models.CharField(max_length=128)),
+                (
+                    "organisation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="accounts.organisation",
+                    ),
+                ),
+                (
+                    "response",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="items",
+                        to="responses_api.storedresponse",
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='storedresponse',
-            index=models.Index(fields=['organisation', 'root_id'], name='stored_org_root'),
+            model_name="storedresponse",
+            index=models.Index(fields=["organisation", "root_id"], name="stored_org_root"),
         ),
         migrations.AddIndex(
-            model_name='storedresponse',
-            index=models.Index(fields=['expires_at'], name='stored_expiry'),
+            model_name="storedresponse",
+            index=models.Index(fields=["expires_at"], name="stored_expiry"),
         ),
         migrations.AddIndex(
-            model_name='storeditem',
-            index=models.Index(fields=['organisation', 'item_id'], name='stored_item_id'),
+            model_name="storeditem",
+            index=models.Index(fields=["organisation", "item_id"], name="stored_item_id"),
         ),
     ]

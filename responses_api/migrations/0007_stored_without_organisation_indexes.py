@@ -5,21 +5,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0005_admin_api_keys'),
-        ('responses_api', '0006_usage_rollups_and_log_indexes'),
+        ("accounts", "0005_admin_api_keys"),
+        ("responses_api", "0006_usage_rollups_and_log_indexes"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='storeditem',
-            name='organisation',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='accounts.organisation'),
+            model_name="storeditem",
+            name="organisation",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="accounts.organisation",
+            ),
         ),
         migrations.AlterField(
-            model_name='storedresponse',
-            name='organisation',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='stored_responses', to='accounts.organisation'),
+            model_name="storedresponse",
+            name="organisation",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="stored_responses",
+                to="accounts.organisation",
+            ),
         ),
     ]

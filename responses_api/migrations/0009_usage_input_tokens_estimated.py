@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('responses_api', '0008_backend_allow_private_and_usage_deadletter'),
+        ("responses_api", "0008_backend_allow_private_and_usage_deadletter"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='usagelog',
-            name='input_tokens_estimated',
+            model_name="usagelog",
+            name="input_tokens_estimated",
             field=models.BooleanField(default=False),
         ),
     ]

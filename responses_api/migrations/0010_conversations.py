@@ -6,33 +6,55 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0005_admin_api_keys'),
-        ('responses_api', '0009_usage_input_tokens_estimated'),
+        ("accounts", "0005_admin_api_keys"),
+        ("responses_api", "0009_usage_input_tokens_estimated"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Conversation',
+            name="Conversation",
             fields=[
-                ('id', models.CharField(max_length=64, primary_key=True, serialize=False)),
-                ('data', models.TextField()),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('expires_at', models.DateTimeField(db_index=True)),
-                ('organisation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='accounts.organisation')),
+                ("id", models.CharField(max_length=64, primary_key=True, serialize=False)),
+                ("data", models.TextField()),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("expires_at", models.DateTimeField(db_index=True)),
+                (
+                    "organisation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="accounts.organisation",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ConversationItem',
+            name="ConversationItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('item_id', models.CharField(max_length=128)),
-                ('data', models.TextField()),
-                ('conversation', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='items', to='responses_api.conversation')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("item_id", models.CharField(max_length=128)),
+                ("data", models.TextField()),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="items",
+                        to="responses_api.conversation",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['conversation', 'id'], name='conv_item_order'), models.Index(fields=['conversation', 'item_id'], name='conv_item_id')],
+                "indexes": [
+                    models.Index(fields=["conversation", "id"], name="conv_item_order"),
+                    models.Index(fields=["conversation", "item_id"], name="conv_item_id"),
+                ],
             },
         ),
     ]

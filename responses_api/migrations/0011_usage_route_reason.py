@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('responses_api', '0010_conversations'),
+        ("responses_api", "0010_conversations"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='usagelog',
-            name='prefix_reused_tokens',
+            model_name="usagelog",
+            name="prefix_reused_tokens",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='usagelog',
-            name='route_reason',
-            field=models.CharField(blank=True, default='', max_length=16),
+            model_name="usagelog",
+            name="route_reason",
+            field=models.CharField(blank=True, default="", max_length=16),
         ),
     ]

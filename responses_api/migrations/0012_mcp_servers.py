@@ -7,36 +7,69 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0010_organisation_client_mcp_servers'),
-        ('responses_api', '0011_usage_route_reason'),
+        ("accounts", "0010_organisation_client_mcp_servers"),
+        ("responses_api", "0011_usage_route_reason"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='McpServer',
+            name="McpServer",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('label', models.CharField(max_length=64)),
-                ('server_url', models.CharField(max_length=500)),
-                ('description', models.TextField(blank=True, default='')),
-                ('transport', models.CharField(choices=[('auto', 'Detect'), ('streamable_http', 'Streamable HTTP'), ('sse', 'HTTP with SSE')], default='auto', max_length=16)),
-                ('headers_encrypted', models.TextField(blank=True, default='')),
-                ('authorization_encrypted', models.TextField(blank=True, default='')),
-                ('allowed_tools', models.JSONField(blank=True, null=True)),
-                ('read_only_only', models.BooleanField(default=False)),
-                ('require_approval', models.CharField(choices=[('always', 'Always'), ('never', 'Never')], default='always', max_length=8)),
-                ('approval_exceptions', models.JSONField(blank=True, default=list)),
-                ('enabled', models.BooleanField(default=True)),
-                ('allow_private', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('organisation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='mcp_servers', to='accounts.organisation')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("label", models.CharField(max_length=64)),
+                ("server_url", models.CharField(max_length=500)),
+                ("description", models.TextField(blank=True, default="")),
+                (
+                    "transport",
+                    models.CharField(
+                        choices=[
+                            ("auto", "Detect"),
+                            ("streamable_http", "Streamable HTTP"),
+                            ("sse", "HTTP with SSE"),
+                        ],
+                        default="auto",
+                        max_length=16,
+                    ),
+                ),
+                ("headers_encrypted", models.TextField(blank=True, default="")),
+                ("authorization_encrypted", models.TextField(blank=True, default="")),
+                ("allowed_tools", models.JSONField(blank=True, null=True)),
+                ("read_only_only", models.BooleanField(default=False)),
+                (
+                    "require_approval",
+                    models.CharField(
+                        choices=[("always", "Always"), ("never", "Never")],
+                        default="always",
+                        max_length=8,
+                    ),
+                ),
+                ("approval_exceptions", models.JSONField(blank=True, default=list)),
+                ("enabled", models.BooleanField(default=True)),
+                ("allow_private", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "organisation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="mcp_servers",
+                        to="accounts.organisation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['label'],
-                'constraints': [models.UniqueConstraint(fields=('organisation', 'label'), name='mcp_label_per_org')],
+                "ordering": ["label"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("organisation", "label"), name="mcp_label_per_org"
+                    )
+                ],
             },
         ),
     ]

@@ -20,9 +20,18 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from responses_api.pipeline.client import CLIENT_ID_LENGTH, NO_CLIENT, Client
-from responses_api.pipeline.facts import UNENDED, UNPLACED, Outcome, Placement, Timing
+from responses_api.pipeline.facts import (
+    NO_TOOLS,
+    UNENDED,
+    UNPLACED,
+    Outcome,
+    Placement,
+    Timing,
+    ToolUse,
+)
 from responses_api.runtime import redis_conn
 from responses_api.runtime.metrics import request_observe
+from responses_api.usage.columns import LOG_FIELDS
 from responses_api.usage.holds import spend_release, spend_settle
 from responses_api.usage.sink import sink
 
@@ -83,6 +92,7 @@ class Exchange:
     model_entry: ModelEntry | None = None
     # Where it ran, and what it produced there.
     placement: Placement = UNPLACED
+    tools: ToolUse = NO_TOOLS
     tokens: tuple[int, int, int, int] = (0, 0, 0, 0)  # input, cached, output, reasoning
     # The request as translated for the backends: what its prompt is.
     draft: ChatDraft | None = None
@@ -143,6 +153,11 @@ class Exchange:
     def waited(self, ms: float) -> None:
         timing = self.timing
         timing.queue_wait_ms = (timing.queue_wait_ms or 0.0) + ms
+
+    def tool_ran(self, *, failed: bool, ms: float) -> None:
+        """A hosted tool's call ended (``pipeline.mcp_calls.run_call``)."""
+        used = self.tools
+        self.tools = ToolUse(used.calls + 1, used.errors + failed, used.ms + ms)
 
     def attempt(self, backend: BackendEntry, reason: str, prefix_tokens: int) -> None:
         """A try on ``backend`` starts (failover may make several), chosen
@@ -294,6 +309,9 @@ class Exchange:
             "attempts": self.attempts,
             "route_reason": self.placement.reason,
             "prefix_reused_tokens": self.placement.prefix_tokens,
+            "tool_calls": self.tools.calls,
+            "tool_errors": self.tools.errors,
+            "tool_ms": round(self.tools.ms, 3),
             "queue_wait_ms": timing.queue_wait_ms,
             "ttft_ms": timing.ttft_ms,
             "duration_ms": duration,
@@ -351,7 +369,7 @@ class Exchange:
                 await asyncio.shield(appending)
         self.spend = None  # else kept for ``drop_hold``: a second give-back is a no-op
         request_observe(row=row)
-        log.info("request", extra={"switchyard": {k: row[k] for k in _LOG_FIELDS}})
+        log.info("request", extra={"switchyard": {k: row[k] for k in LOG_FIELDS}})
 
 
 async def _hand_over(
@@ -367,26 +385,6 @@ async def _hand_over(
     finally:
         # Waiters for a released slot look again only once it is free.
         redis_conn.released(releases)
-
-
-_LOG_FIELDS = (
-    "request_id",
-    "organisation_id",
-    "key_prefix",
-    "model",
-    "backend_name",
-    "method",
-    "endpoint",
-    "stream",
-    "status",
-    "error_code",
-    "input_tokens",
-    "cached_tokens",
-    "output_tokens",
-    "queue_wait_ms",
-    "ttft_ms",
-    "duration_ms",
-)
 
 
 def _round(value: float | None) -> float | None:

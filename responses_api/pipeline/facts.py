@@ -50,3 +50,15 @@ class Placement(NamedTuple):
 
 
 UNPLACED = Placement()
+
+
+class ToolUse(NamedTuple):
+    """The hosted tools a request ran (``pipeline.tool_loop``): its calls,
+    those that failed, and the time spent in them."""
+
+    calls: int = 0
+    errors: int = 0
+    ms: float = 0.0
+
+
+NO_TOOLS = ToolUse()

@@ -35,6 +35,7 @@ from responses_api.translate.stream import StreamTranslator
 from responses_api.translate.tool_turns import ListedTool, approved_call, mcp_result
 
 if TYPE_CHECKING:
+    from responses_api.pipeline.exchange import Exchange
     from responses_api.tools.mcp import McpServer
 
 # How long an approval's id is remembered as used: longer than any chain
@@ -77,8 +78,20 @@ class Hosted:
         return next((o for o in self.offers if o.server.label == label), None)
 
 
-async def run_call(hosted: Hosted, item: Item, deadline: float) -> list[dict[str, Any]]:
-    """Run one call the model made; its result, as the events that end it."""
+async def run_call(
+    exchange: Exchange, hosted: Hosted, item: Item, deadline: float
+) -> list[dict[str, Any]]:
+    """Run one call the model made; its result, as the events that end it.
+    The exchange counts the call, whether it failed and its time (the row's)."""
+    started = time.perf_counter()
+    events = await _called(hosted, item, deadline)
+    assert item.done_item is not None
+    failed = item.done_item["status"] == "failed"
+    exchange.tool_ran(failed=failed, ms=(time.perf_counter() - started) * 1000)
+    return events
+
+
+async def _called(hosted: Hosted, item: Item, deadline: float) -> list[dict[str, Any]]:
     assert item.done_item is not None
     offer = hosted.offer(item.done_item["server_label"])
     name = item.done_item["name"]
@@ -110,7 +123,7 @@ async def run_call(hosted: Hosted, item: Item, deadline: float) -> list[dict[str
 
 
 async def answered_approvals(
-    organisation_id: int,
+    exchange: Exchange,
     hosted: Hosted,
     request: CreateResponse,
     translator: StreamTranslator,
@@ -122,6 +135,8 @@ async def answered_approvals(
     did not make, or one answered already, is a 400 naming it."""
     if isinstance(request.input, str):
         return []
+    assert exchange.caller is not None
+    organisation_id = exchange.caller.organisation_id
     asked = {item.id: item for item in request.input if isinstance(item, McpApprovalRequestItem)}
     ran = {
         item.approval_request_id
@@ -170,7 +185,7 @@ async def answered_approvals(
         )
         events += shown
         if answer.approve:
-            events += await run_call(hosted, item, deadline)
+            events += await run_call(exchange, hosted, item, deadline)
         else:
             reason = f": {answer.reason}" if answer.reason else "."
             events += mcp_result(item, error=f"The call was not approved{reason}")

@@ -150,7 +150,7 @@ async def answer_with_tools(
     caller = call.exchange.caller
     assert caller is not None
     organisation_id = caller.organisation_id
-    approved = await answered_approvals(organisation_id, hosted, request, translator, deadline)
+    approved = await answered_approvals(call.exchange, hosted, request, translator, deadline)
     if approved:
         await _write(call, output, approved)
         draft = translate(_continued(request, translator.output()))
@@ -193,7 +193,7 @@ async def answer_with_tools(
                 events += mcp_result(item, error=f"max_tool_calls ({budget}) was reached.")
                 continue
             made += 1
-            events += await run_call(hosted, item, deadline)
+            events += await run_call(call.exchange, hosted, item, deadline)
         await _write(call, output, events)
         if asking:
             return

@@ -50,6 +50,29 @@ USAGE_EXPORT_COLUMNS = (
     "input_tokens_estimated",
     "route_reason",
     "prefix_reused_tokens",
+    "tool_calls",
+    "tool_errors",
+    "tool_ms",
+)
+# The fields of a row the request's log line carries (logger
+# ``switchyard.requests``, one line per request).
+LOG_FIELDS = (
+    "request_id",
+    "organisation_id",
+    "key_prefix",
+    "model",
+    "backend_name",
+    "method",
+    "endpoint",
+    "stream",
+    "status",
+    "error_code",
+    "input_tokens",
+    "cached_tokens",
+    "output_tokens",
+    "queue_wait_ms",
+    "ttft_ms",
+    "duration_ms",
 )
 # The columns no export lists, each export naming the organisation and the
 # key in its own way; a check row is the platform's, not the tenant's.

@@ -10,6 +10,7 @@ from openai import BadRequestError, OpenAI
 
 from accounts.audit import CLI
 from responses_api.catalogue.services.mcp_servers import mcp_server_create
+from responses_api.usage.trace import usage_row_dict
 from tests.conftest import usage_rows, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,6 +50,9 @@ def test_a_call_is_run_and_answered_in_one_response(client: OpenAI, calc, acme):
     [row] = wait_for(lambda: usage_rows(request_id=raw.headers["x-request-id"]), timeout=10)
     assert row.status == 200
     assert row.output_tokens == response.usage.output_tokens
+    # The row counts the tool's call and the time spent in it, for the trace.
+    assert (row.tool_calls, row.tool_errors) == (1, 0) and row.tool_ms > 0
+    assert usage_row_dict(row)["tools"] == {"calls": 1, "errors": 0, "ms": row.tool_ms}
 
 
 def test_a_streamed_loop_is_one_stream_the_sdk_accumulates(client: OpenAI, calc):
@@ -80,6 +84,8 @@ def test_a_failing_tool_is_told_to_the_model_not_the_end_of_the_response(client:
     assert "out of paper" in called.error
     assert response.status == "completed"
     assert response.output_text.startswith("Tool result: The tool call failed:")
+    [row] = wait_for(lambda: usage_rows(model="sim-model"), timeout=10)
+    assert (row.tool_calls, row.tool_errors) == (1, 1)
 
 
 def test_allowed_tools_narrow_what_the_model_is_offered(client: OpenAI, calc):
