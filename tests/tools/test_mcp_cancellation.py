@@ -48,7 +48,9 @@ def test_cancelling_a_call_in_flight_leaves_nothing_behind(mcp_server, transport
 
     pending, sockets_left = asyncio.run(main())
     assert pending == []
-    assert sockets_left == 0
+    # None left open by the call; the process's other connections (its
+    # database's, Redis's) may close meanwhile.
+    assert sockets_left <= 0
 
 
 @pytest.mark.parametrize("behaviour", ["hang-accept", "hang"])
@@ -66,7 +68,9 @@ def test_cancelling_during_the_handshake_or_a_hung_call_leaves_nothing_behind(
 
     pending, sockets_left = asyncio.run(main())
     assert pending == []
-    assert sockets_left == 0
+    # None left open by the call; the process's other connections (its
+    # database's, Redis's) may close meanwhile.
+    assert sockets_left <= 0
 
 
 def test_a_callers_own_deadline_cancels_the_session(mcp_server):
