@@ -57,7 +57,7 @@ async def relay_stream(
 
     async def keepalive() -> None:
         if not responder.started:
-            await _start(responder, writer, translator)
+            await start(responder, writer, translator)
         else:
             await responder.chunk(writer.encode([translator.keepalive()]))
 
@@ -67,13 +67,14 @@ async def relay_stream(
             output.plan = attempt.plan
             await idle.settle()  # a keep-alive under way writes before the stream goes on
             if not responder.started:
-                await _start(responder, writer, translator)
+                await start(responder, writer, translator)
             await _pump(attempt, responder, writer, translator, idle)
     finally:
         await idle.stop()
 
 
-async def _start(responder: Responder, writer: EventWriter, translator: StreamTranslator) -> None:
+async def start(responder: Responder, writer: EventWriter, translator: StreamTranslator) -> None:
+    """The stream's headers and its ``response.created``/``in_progress``."""
     await responder.start_stream()
     await responder.chunk(writer.encode(translator.start()))
 

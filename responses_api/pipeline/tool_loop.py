@@ -44,6 +44,7 @@ from responses_api.pipeline.mcp_calls import (
     run_call,
     tool_needs_approval,
 )
+from responses_api.pipeline.relay import start
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import ApiError, invalid
 from responses_api.protocol.items import InputItem
@@ -142,8 +143,7 @@ async def answer_with_tools(
     translator = output.translator
     if output.writer is not None and not call.responder.started:
         # Started before the first item, which its snapshot must not hold yet.
-        await call.responder.start_stream()
-        await call.responder.chunk(output.writer.encode(translator.start()))
+        await start(call.responder, output.writer, translator)
     for offer in hosted.offers:
         await _write(call, output, list_tools_item(translator, offer.server.label, offer.tools))
     deadline = time.monotonic() + settings.SWITCHYARD_MCP_DEADLINE_SECONDS
