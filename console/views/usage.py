@@ -178,9 +178,14 @@ _KINDS = {
 MIN_GENERATION_MS = 1.0
 
 
-def request_kind(method: str, endpoint: str) -> tuple[str, str]:
+def request_kind(
+    method: str, endpoint: str, *, response_id: str = "", background: bool = False
+) -> tuple[str, str]:
     """What the request was, and the ``resp_…`` id it was about (or "").
-    Rows name the path under the API's prefix; older ones may carry it."""
+    Rows name the path under the API's prefix; older ones may carry it. A
+    create's row names the response it made (``response_id``)."""
+    if background:
+        return "Background response", response_id
     endpoint = re.sub(r"^/(?:api/)?v1(?=/)", "", endpoint)
     found = _RESPONSE_PATH.match(endpoint)
     if found is not None:
@@ -188,7 +193,8 @@ def request_kind(method: str, endpoint: str) -> tuple[str, str]:
         return kind, found["id"]
     if endpoint.startswith("/conversations") and (method, endpoint) not in _KINDS:
         return f"{method} of a conversation", ""
-    return _KINDS.get((method, endpoint.rstrip("/")), f"{method} {endpoint}"), ""
+    kind = _KINDS.get((method, endpoint.rstrip("/")), f"{method} {endpoint}")
+    return kind, response_id
 
 
 def _trace_context(row) -> dict:
@@ -196,7 +202,9 @@ def _trace_context(row) -> dict:
     generation = trace["timing"]["generation_ms"]
     if generation is not None and generation < MIN_GENERATION_MS:
         trace["timing"]["tokens_per_second"] = None
-    kind, response_id = request_kind(row.method, row.endpoint)
+    kind, response_id = request_kind(
+        row.method, row.endpoint, response_id=row.response_id, background=row.background
+    )
     return {
         "row": row,
         "trace": trace,

@@ -101,6 +101,7 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
         await conversation_turns.join(caller, request)
     prepared = await continuation.prepare(caller, request)
     response_id = new_id("resp")
+    exchange.responding(response_id, background=True)
     draft = prepare_chat(
         prepared.request,
         limits=model.limits,
@@ -153,7 +154,7 @@ async def _queue(call: Call, request: CreateResponse) -> Reply | None:
         raise
     # The worker writes this request's row when the work ends.
     exchange.row_left_to_worker()
-    if not exchange.stream:
+    if not exchange.asking.stream:
         return Reply(snapshot)
     await _follow(call.responder, organisation_id, response_id, -1)
     return None

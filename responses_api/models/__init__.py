@@ -145,6 +145,10 @@ class UsageLog(models.Model):
     endpoint = models.CharField(max_length=100)
     method = models.CharField(max_length=8, default="POST")
     stream = models.BooleanField(default=False)
+    # The response a create made (or was about), and whether it ran in the
+    # background: the trace page names it and links its polls.
+    response_id = models.CharField(max_length=64, blank=True, default="")
+    background = models.BooleanField(default=False)
     status = models.PositiveSmallIntegerField()
     error_code = models.CharField(max_length=64, blank=True, default="")
     error_message = models.TextField(blank=True, default="")

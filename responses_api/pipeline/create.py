@@ -131,6 +131,7 @@ async def plan_response(call: Call, request: CreateResponse, model: ModelEntry, 
     local = mode.chain.continued(request) if mode.chain is not None else None
     store = _store_decision(request, caller, call.exchange, continued=local is not None)
     response_id = mode.background or new_id("resp")
+    call.exchange.responding(response_id, background=mode.background is not None)
     previous: Stored | None = None
     references: dict[str, Any] = {}
     joined = await conversation_turns.join(caller, request) if request.conversation else None
@@ -188,7 +189,7 @@ async def generate(call: Call, plan: Plan, mode: Mode) -> None:
     request, draft = plan.request, plan.draft
     # A background run streams its events to the response's log, whether or
     # not its client streamed the POST that queued it (which its row records).
-    streamed = exchange.stream or mode.background is not None
+    streamed = exchange.asking.stream or mode.background is not None
     ahead = await auto_compact.ahead(
         call, model=model, request=request, draft=draft, affinity=plan.affinity
     )

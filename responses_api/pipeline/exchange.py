@@ -22,8 +22,10 @@ import orjson
 from responses_api.pipeline.client import CLIENT_ID_LENGTH, NO_CLIENT, Client
 from responses_api.pipeline.facts import (
     NO_TOOLS,
+    NOT_ASKED,
     UNENDED,
     UNPLACED,
+    Asked,
     Outcome,
     Placement,
     Timing,
@@ -87,8 +89,7 @@ class Exchange:
     timing: Timing = field(default_factory=Timing)
     caller: Caller | None = None
     # What was asked for.
-    model: str = ""
-    stream: bool = False
+    asking: Asked = NOT_ASKED
     model_entry: ModelEntry | None = None
     # Where it ran, and what it produced there.
     placement: Placement = UNPLACED
@@ -120,12 +121,16 @@ class Exchange:
         """The request's body was read. Without a session header, its
         ``prompt_cache_key`` (Codex sends its session id there too) names
         the session."""
-        self.model = model
-        self.stream = stream
+        self.asking = self.asking._replace(model=model, stream=stream)
         if not self.client.session_id and prompt_cache_key:
             self.client = self.client._replace(
                 session_id=prompt_cache_key.strip()[:CLIENT_ID_LENGTH]
             )
+
+    def responding(self, response_id: str, *, background: bool) -> None:
+        """The id of the response the request makes (its row names it, and
+        the trace page links its polls by it)."""
+        self.asking = self.asking._replace(response_id=response_id, background=background)
 
     def served_by(self, model: ModelEntry) -> None:
         """The catalogue entry that prices the request."""
@@ -289,12 +294,14 @@ class Exchange:
             "organisation_id": caller.organisation_id,
             "api_key_id": caller.key_id,
             "key_prefix": caller.prefix,
-            "model": self.model[:200],
+            "model": self.asking.model[:200],
             "backend_id": backend.id if backend is not None else None,
             "backend_name": backend.name if backend is not None else "",
             "endpoint": self.endpoint,
             "method": self.method,
-            "stream": self.stream,
+            "stream": self.asking.stream,
+            "response_id": self.asking.response_id,
+            "background": self.asking.background,
             "status": outcome.status,
             "error_code": outcome.error_code,
             "error_message": outcome.error_message,

@@ -23,6 +23,20 @@ class Timing:
     ttft_ms: float | None = None
 
 
+class Asked(NamedTuple):
+    """What the request asked for: its model, whether it streams, and the
+    response it makes: that response's id, and whether it runs in the
+    background (whose worker writes this request's row)."""
+
+    model: str = ""
+    stream: bool = False
+    response_id: str = ""
+    background: bool = False
+
+
+NOT_ASKED = Asked()
+
+
 class Outcome(NamedTuple):
     """How the request ended: its status, and the error and note its row
     keeps (nothing but a status for a success)."""

@@ -104,8 +104,8 @@ def _record(call: Call, trace: telemetry.RequestTrace) -> None:
     # A wait after the last backend call (no backend left to fail over to).
     trace.queue_span(time.perf_counter())
     attributes = _outcome(exchange)
-    if exchange.model:
-        span.update_name(f"chat {exchange.model}")
+    if exchange.asking.model:
+        span.update_name(f"chat {exchange.asking.model}")
         attributes.update(_chat(exchange, output))
     else:
         span.update_name(exchange.method)
@@ -148,12 +148,12 @@ def _chat(exchange: Exchange, output: Output | None) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": PROVIDER,
-        "gen_ai.request.model": exchange.model,
+        "gen_ai.request.model": exchange.asking.model,
         "gen_ai.usage.input_tokens": input_tokens,
         "gen_ai.usage.output_tokens": produced,
         "gen_ai.usage.cache_read.input_tokens": cached,
         "switchyard.usage.reasoning_tokens": reasoning,
-        "switchyard.stream": exchange.stream,
+        "switchyard.stream": exchange.asking.stream,
     }
     if exchange.client.session_id:
         attributes["gen_ai.conversation.id"] = exchange.client.session_id
@@ -161,7 +161,7 @@ def _chat(exchange: Exchange, output: Output | None) -> dict[str, Any]:
         translator = output.translator
         attributes.update(_request_options(output.plan.body))
         attributes["gen_ai.response.id"] = translator.response_id
-        attributes["gen_ai.response.model"] = translator.upstream_model or exchange.model
+        attributes["gen_ai.response.model"] = translator.upstream_model or exchange.asking.model
         if translator.finish_reason:
             attributes["gen_ai.response.finish_reasons"] = [translator.finish_reason]
     return attributes

@@ -53,6 +53,8 @@ USAGE_EXPORT_COLUMNS = (
     "tool_calls",
     "tool_errors",
     "tool_ms",
+    "response_id",
+    "background",
 )
 # The fields of a row the request's log line carries (logger
 # ``switchyard.requests``, one line per request).

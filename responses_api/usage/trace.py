@@ -29,6 +29,7 @@ def usage_row_dict(row: UsageLog) -> dict[str, Any]:
             "name": row.backend_name,
         },
         "stream": row.stream,
+        "response": {"id": row.response_id or None, "background": row.background},
         "status": row.status,
         "error": {"code": row.error_code, "message": row.error_message}
         if row.error_code or row.error_message

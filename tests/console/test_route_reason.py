@@ -28,15 +28,17 @@ def test_the_trace_shows_the_route_reason_and_the_expected_prefix(as_user, crew)
     assert cell(html, "route-reason") == "–" and cell(html, "prefix") == "–"
 
 
-def test_the_usage_export_ends_with_the_route_then_the_tool_columns():
+def test_the_usage_export_ends_with_the_route_the_tool_then_the_response_columns():
     from responses_api.usage.columns import USAGE_EXPORT_COLUMNS
 
     # Appended, so an export read by position keeps its earlier columns; the
-    # tool columns came after.
-    assert USAGE_EXPORT_COLUMNS[-5:] == (
+    # tool columns came after, then the response's.
+    assert USAGE_EXPORT_COLUMNS[-7:] == (
         "route_reason",
         "prefix_reused_tokens",
         "tool_calls",
         "tool_errors",
         "tool_ms",
+        "response_id",
+        "background",
     )

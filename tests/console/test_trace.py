@@ -181,6 +181,12 @@ def test_the_trace_says_what_kind_of_request_it_was(as_user, crew):
     assert '<dd id="trace-kind">Compaction</dd>' in page(compaction)
     prefixed = usage_row(acme, endpoint="/v1/responses")
     assert '<dd id="trace-kind">Response</dd>' in page(prefixed)
+    made = usage_row(acme, endpoint="/responses", response_id="resp_0a1b2c3d")
+    assert "Response <code>resp_0a1b2c3d</code>" in page(made)
+    queued = usage_row(acme, endpoint="/responses", response_id="resp_0a1b2c3d", background=True)
+    body = page(queued)
+    assert "Background response <code>resp_0a1b2c3d</code>" in body
+    assert link in body  # its polls and its cancel
 
 
 def test_no_rate_for_an_answer_that_came_in_one_piece(as_user, crew):

@@ -70,6 +70,8 @@ def test_a_background_response_is_queued_at_once_then_completes(client, gateway)
     # The client's POST was not streamed, and its row says so: the run
     # streaming to the response's log is the server's business.
     assert rows[0].stream is False
+    # It names the response it queued, as the trace page shows it.
+    assert (rows[0].response_id, rows[0].background) == (queued.id, True)
     # Its input items are kept like any stored response's.
     items = client.responses.input_items.list(queued.id)
     assert [item.type for item in items.data] == ["message"]
