@@ -117,12 +117,14 @@ class ServedModelForm(ServiceForm):
             "price_output": "Price per 1M output tokens",
             "supports_reasoning": "Reasoning",
             "supports_vision": "Accepts images",
+            "kind": "Kind",
             "first_token_timeout": "First-token timeout (s)",
         }
         help_texts = {
             "public_id": "What clients put in “model”, e.g. qwen3-32b.",
             "temperature": "Recommended; used when a request sets none.",
             "top_p": "Recommended; used when a request sets none.",
+            "kind": "Generation models answer /v1/responses; embedding models /v1/embeddings.",
             "first_token_timeout": "How long a non-streamed request waits for the first token "
             "before it is answered 504; empty: the platform's default.",
         }
