@@ -41,8 +41,10 @@ async def create_embeddings(call: Call) -> Reply:
     exchange.asked(model=request.model, stream=False, prompt_cache_key=None)
     model = await model_for(caller, request.model, kind="embed")
     exchange.served_by(model)
+    header = call.headers.get(b"x-backend-id")
+    pinned = header.decode("latin-1").strip() if header else None
     embedded = await embed(
-        exchange, model=model, inputs=request.input, dimensions=request.dimensions
+        exchange, model=model, inputs=request.input, dimensions=request.dimensions, pinned=pinned
     )
     return Reply(embedding_response(request, embedded))
 

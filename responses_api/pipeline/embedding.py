@@ -46,8 +46,10 @@ async def embed(
     model: ModelEntry,
     inputs: list[EmbeddingInput],
     dimensions: int | None = None,
+    pinned: str | None = None,
 ) -> Embedded:
-    """The vectors of ``inputs`` from one of ``model``'s backends. The
+    """The vectors of ``inputs`` from one of ``model``'s backends (``pinned``:
+    that backend only, as ``X-Backend-Id`` asks). The
     exchange (authenticated, its model resolved) records the admission,
     the backend and the input tokens the row counts; an ``ApiError`` says
     what to answer (429, 502, 503, 504)."""
@@ -58,7 +60,9 @@ async def embed(
     admission = await admit(exchange=exchange, estimate=estimate, draft=draft)
     try:
         waiting = failover.first_token_deadline(exchange, model.first_token_timeout)
-        opened = failover.upstream(exchange, draft=draft, model=model, path=EMBEDDINGS_PATH)
+        opened = failover.upstream(
+            exchange, draft=draft, model=model, pinned=pinned, path=EMBEDDINGS_PATH
+        )
         async with waiting, opened as attempt:
             embedded = await read_embeddings(
                 attempt.answer,

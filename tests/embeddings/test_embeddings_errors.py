@@ -199,3 +199,23 @@ def test_the_rate_limit_is_honoured(gateway, embed_tenant):
     assert envelope(refused, 429)["code"] == "rate_limit_exceeded"
     assert refused.headers["retry-after"]
     assert [r.status for r in usage_rows(organisation=tenant.organisation)] == [200, 200, 429]
+
+
+def test_a_request_pinned_to_a_backend_stays_there(gateway, embed_tenant, local_simulator):
+    from responses_api.catalogue.services.backends import backend_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
+
+    tenant = embed_tenant(url=f"http://127.0.0.1:{free_port()}/v1")
+    live, _ = backend_ensure(
+        organisation=tenant.organisation, name="live", base_url=local_simulator.url
+    )
+    model_ensure(
+        organisation=tenant.organisation, public_id="embed-model", backend=live, upstream_name="e"
+    )
+    body = {"model": "embed-model", "input": "x", "encoding_format": "float"}
+    down = post(gateway, tenant.key, body, **{"x-backend-id": str(tenant.backend.id)})
+    assert envelope(down, 503)["code"] == "backend_unreachable"
+    up = post(gateway, tenant.key, body, **{"x-backend-id": str(live.id)})
+    assert up.status_code == 200 and up.headers["x-backend-name"] == "live"
+    rows = usage_rows(organisation=tenant.organisation)
+    assert [(r.backend_name, r.status) for r in rows] == [("sim", 503), ("live", 200)]
