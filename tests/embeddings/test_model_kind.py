@@ -91,3 +91,20 @@ def test_the_service_refuses_an_unknown_kind(estates):  # noqa: F811
     with pytest.raises(ValidationError) as refused:
         model_update(model=estates["acme"].model, actor=CLI, data={"kind": "rerank"})
     assert "kind" in refused.value.message_dict
+
+
+def test_codex_is_offered_no_embedding_model(estates):  # noqa: F811
+    from accounts.models import ApiKey
+    from responses_api.catalogue import codex_kit
+    from responses_api.catalogue.services.served_models import model_ensure
+
+    acme = estates["acme"]
+    model_ensure(
+        organisation=acme.model.organisation,
+        public_id="embedder",
+        backend=acme.backend,
+        kind="embed",
+    )
+    key = ApiKey.objects.filter(organisation=acme.model.organisation).first()
+    offered = {m.public_id for m in codex_kit.usable_models(key)}
+    assert acme.model.public_id in offered and "embedder" not in offered
