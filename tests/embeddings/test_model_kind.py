@@ -108,3 +108,19 @@ def test_codex_is_offered_no_embedding_model(estates):  # noqa: F811
     key = ApiKey.objects.filter(organisation=acme.model.organisation).first()
     offered = {m.public_id for m in codex_kit.usable_models(key)}
     assert acme.model.public_id in offered and "embedder" not in offered
+
+
+def test_add_model_marks_an_embedding_model(estates):  # noqa: F811
+    acme = estates["acme"]
+    call_command(
+        "add_model",
+        "bge",
+        "--org",
+        acme.model.organisation.slug,
+        "--backend",
+        acme.backend.name,
+        "--kind",
+        "embed",
+        stdout=io.StringIO(),
+    )
+    assert ServedModel.objects.get(public_id="bge").kind == "embed"
