@@ -25,7 +25,7 @@ import orjson
 from django.conf import settings
 
 from responses_api.backends.client import Answer, BackendError
-from responses_api.protocol.errors import ApiError
+from responses_api.protocol.errors import ApiError, invalid
 from responses_api.translate.request import ChatDraft, ChatPlan
 
 # What a backend is sent, under the API's prefix.
@@ -92,7 +92,8 @@ async def read_embeddings(
     """The vectors of ``answer``, checked; the 502 to answer when it is not
     a complete, well-formed answer to ``count`` inputs. With ``dimensions``,
     a backend that ignores it (llama.cpp) has its longer vectors cut to that
-    length and scaled back to unit length, as OpenAI shortens its own."""
+    length and scaled back to unit length, as OpenAI shortens its own; more
+    than the model gives is the client's 400."""
     limit = settings.SWITCHYARD_EMBEDDINGS_MAX_ANSWER_BYTES
     try:
         content = await answer.read(limit + 1)
@@ -122,7 +123,12 @@ async def read_embeddings(
         raise bad_answer(backend_name, "its embeddings differ in length")
     if dimensions is not None and width != dimensions:
         if width < dimensions:
-            raise bad_answer(backend_name, f"it sent {width} dimensions for {dimensions} asked")
+            raise invalid(
+                f"This model's embeddings have {width} dimensions: 'dimensions' must be at "
+                f"most {width}.",
+                param="dimensions",
+                code="invalid_value",
+            )
         checked = [_shortened(v, dimensions) for v in checked]
     return Embedded(checked, _prompt_tokens(data.get("usage"), estimate))
 

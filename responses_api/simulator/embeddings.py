@@ -4,7 +4,8 @@ Each input's vector comes from a hash of its text (or of its token ids),
 so a test can work out the exact answer with :func:`vector_of`. Its values
 are float32 numbers (exact once encoded as base64), scaled to unit length
 only approximately (each value is rounded to float32 after scaling).
-``dimensions`` sets the length (default ``DEFAULT_DIMENSIONS``). The usage
+``dimensions`` sets the length (default ``DEFAULT_DIMENSIONS``, at most
+``MAX_DIMENSIONS``: asked for more, it answers that many). The usage
 counts a text's words, or its token ids.
 
 Directives in any input text steer the answer, for tests of the gateway:
@@ -61,8 +62,9 @@ def answer(body: bytes) -> tuple[int, Any, float]:
         given = request["input"]
         inputs = [given] if isinstance(given, str) or _tokens(given) else list(given)
         assert inputs and all(isinstance(i, str) or _tokens(i) for i in inputs)
-        dimensions = int(request.get("dimensions") or DEFAULT_DIMENSIONS)
-        assert 0 < dimensions <= MAX_DIMENSIONS
+        # Past MAX_DIMENSIONS, a model's own width: a backend that cannot shorten.
+        dimensions = min(int(request.get("dimensions") or DEFAULT_DIMENSIONS), MAX_DIMENSIONS)
+        assert dimensions > 0
     except Exception:
         return 400, _error("input must be a string, strings or token ids", 400), 0.0
     directives = dict(DIRECTIVE.findall(" ".join(i for i in inputs if isinstance(i, str))))

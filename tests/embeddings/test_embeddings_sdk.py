@@ -83,3 +83,15 @@ def test_the_api_prefix_serves_embeddings_too(gateway, embed_tenant):
 def test_models_lists_embedding_and_generation_models(gateway, embed_tenant):
     client = gateway.openai(embed_tenant().key)
     assert {m.id for m in client.models.list()} == {"sim-model", "embed-model"}
+
+
+def test_more_dimensions_than_the_model_gives_is_a_400(gateway, embed_tenant):
+    """The simulator answers at most 4096 dimensions, whatever is asked."""
+    from openai import BadRequestError
+
+    tenant = embed_tenant()
+    client = gateway.openai(tenant.key)
+    with pytest.raises(BadRequestError) as refused:
+        client.embeddings.create(model="embed-model", input="x", dimensions=5000)
+    assert refused.value.body["param"] == "dimensions"
+    assert "4096 dimensions" in refused.value.body["message"]

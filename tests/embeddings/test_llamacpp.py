@@ -75,6 +75,20 @@ def test_llama_server_embeds_through_the_sdk_in_both_encodings(tenant):
     assert rows[0].backend_name == "llama"
 
 
+def test_dimensions_shorten_llama_servers_vectors_to_unit_length(tenant):
+    """llama-server ignores ``dimensions``: the gateway cuts and rescales."""
+    _, client = tenant
+    full = client.embeddings.create(model="stories-embed", input="A cat.", encoding_format="float")
+    short = client.embeddings.create(
+        model="stories-embed", input="A cat.", encoding_format="float", dimensions=8
+    )
+    vector = short.data[0].embedding
+    assert len(vector) == 8 < len(full.data[0].embedding)
+    assert math.isclose(math.fsum(v * v for v in vector), 1.0, rel_tol=1e-6)
+    scale = full.data[0].embedding[0] / vector[0]
+    assert vector == pytest.approx([v / scale for v in full.data[0].embedding[:8]], rel=1e-5)
+
+
 def test_llama_server_embeds_token_ids(tenant):
     _, client = tenant
     result = client.embeddings.create(
