@@ -18,7 +18,7 @@ from admin_api.serializers.base import (
     StrictIntegerField,
     StrictSerializer,
 )
-from responses_api.models import REASONING_LEVELS, Backend
+from responses_api.models import MODEL_KINDS, REASONING_LEVELS, Backend
 from responses_api.protocol.body import TEMPERATURE_MAX, TOP_P_MAX
 
 
@@ -137,6 +137,12 @@ class ModelSerializer(StrictSerializer):
         choices=["", *REASONING_LEVELS], required=False, allow_blank=True
     )
     supports_vision = StrictBooleanField(required=False)
+    kind = StrictChoiceField(
+        choices=[kind for kind, _ in MODEL_KINDS],
+        required=False,
+        help_text="`generate` (served by /v1/responses, the default) or `embed` "
+        "(served by /v1/embeddings).",
+    )
     first_token_timeout = StrictIntegerField(
         min_value=1,
         max_value=86_400,

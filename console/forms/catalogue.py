@@ -9,7 +9,7 @@ from django import forms
 
 from console.forms.common import ServiceForm, at_least_one, set_choices
 from responses_api.catalogue.services.served_models import MODEL_FIELDS
-from responses_api.models import REASONING_LEVELS, Backend, ServedModel
+from responses_api.models import MODEL_KINDS, REASONING_LEVELS, Backend, ServedModel
 
 
 def _private_help() -> str:
@@ -105,6 +105,12 @@ class ServedModelForm(ServiceForm):
         help_text="What Codex sends unless told otherwise.",
     )
 
+    kind = forms.ChoiceField(
+        required=False,
+        choices=MODEL_KINDS,
+        help_text="Generation models answer /v1/responses; embedding models /v1/embeddings.",
+    )
+
     class Meta:
         model = ServedModel
         fields = list(MODEL_FIELDS)
@@ -117,6 +123,7 @@ class ServedModelForm(ServiceForm):
             "price_output": "Price per 1M output tokens",
             "supports_reasoning": "Reasoning",
             "supports_vision": "Accepts images",
+            "kind": "Kind",
             "first_token_timeout": "First-token timeout (s)",
         }
         help_texts = {
@@ -135,6 +142,10 @@ class ServedModelForm(ServiceForm):
             self.initial["aliases"] = ", ".join(self.instance.aliases or [])
             self.initial["reasoning_levels"] = list(self.instance.reasoning_levels or [])
         at_least_one(self, "context_window", "max_output_tokens", "default_max_output_tokens")
+
+    def clean_kind(self) -> str:
+        # A form sent without the field keeps the model's kind (a new one generates).
+        return self.cleaned_data.get("kind") or self.instance.kind or "generate"
 
     def clean_aliases(self) -> list[str]:
         raw = self.cleaned_data.get("aliases") or ""

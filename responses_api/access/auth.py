@@ -184,3 +184,33 @@ def _checked(caller: Caller | None) -> Caller:
     if caller.expires_at is not None and caller.expires_at <= timezone.now():
         raise unauthorized()
     return caller
+
+
+def organisation_caller(organisation_id: int) -> Caller:
+    """The caller for work an organisation's own features do with no API key
+    behind it (indexing a vector store's files in a worker): its usage rows
+    name no key, and it runs under the organisation's limits only. Raises
+    ``Organisation.DoesNotExist`` for an unknown id."""
+    from accounts.models import Organisation
+
+    org = Organisation.objects.get(pk=organisation_id)
+    return Caller(
+        key_id="",
+        key_hash="",
+        prefix="",
+        organisation_id=org.id,
+        organisation_slug=org.slug,
+        retention_policy=org.retention_policy,
+        store_ttl_hours=org.store_ttl_hours,
+        allowed_models=frozenset(),
+        expires_at=None,
+        rpm=None,
+        tpm=None,
+        concurrency=None,
+        org_rpm=org.default_rpm,
+        org_tpm=org.default_tpm,
+        org_concurrency=org.default_concurrency,
+        org_monthly_budget=org.monthly_budget,
+        org_monthly_tokens=org.monthly_tokens,
+        budget_warning_percent=org.budget_warning_percent,
+    )

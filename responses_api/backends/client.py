@@ -174,22 +174,22 @@ class Upstream:
         self._session: aiohttp.ClientSession | None = None
         self.is_closed = False
 
-    async def send_chat(self, body: dict[str, Any]) -> Answer:
-        """POST ``chat/completions``; the answer's body is left to stream."""
+    async def send_chat(self, body: dict[str, Any], path: str = "/chat/completions") -> Answer:
+        """POST ``chat/completions`` (or ``path``: ``/embeddings``); the body is left to stream."""
         if self._refusal is not None:
             raise BackendAddressRefused(self._refusal)
         if self._session is None:
             self._session = _session(self._policy, telemetry.aiohttp_trace_config())
         data = orjson.dumps(body)
         headers, trace = self._headers, None
+        url = self._url if path == "/chat/completions" else URL(self._base + path)
         if telemetry.tracer is not None and (request := telemetry.current.get()) is not None:
-            url = self._url
             trace = request.backend_call(url.raw_host or "", url.port, str(body.get("model")))
             headers = trace.headers(headers)
         for attempt in range(2):
             try:
                 response = await self._session.post(
-                    self._url,
+                    url,
                     data=data,
                     headers=headers,
                     allow_redirects=False,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from responses_api.protocol.errors import ApiError
 from responses_api.runtime.flight import Flights
 from responses_api.runtime.secrets import decrypt
 from responses_api.translate.request import ModelLimits
@@ -66,6 +67,8 @@ class ModelEntry:
     created_at: int
     # Seconds a non-streamed request waits for the first token.
     first_token_timeout: float = 120.0
+    # ``generate`` (``/v1/responses``) or ``embed`` (``/v1/embeddings``).
+    kind: str = "generate"
 
     def cost(self, input_tokens: int, cached: int, output: int) -> Decimal:
         uncached = max(input_tokens - cached, 0)
@@ -77,6 +80,23 @@ class ModelEntry:
         # Rounded to the usage row's 8 places here, once: the row, the
         # reply's cost and the month's spend counters then agree exactly.
         return (total / Decimal(1_000_000)).quantize(COST_QUANTUM, ROUND_HALF_UP)
+
+
+def wrong_kind(model: ModelEntry, name: str) -> ApiError:
+    """The 400 for a model asked of the endpoint of the other kind (an
+    embedding model at ``/v1/responses``, a generation model at
+    ``/v1/embeddings``), naming the endpoint that serves it."""
+    if model.kind == "embed":
+        message = (
+            f"The model '{name}' is an embedding model: it does not support /v1/responses. "
+            "Use it with POST /v1/embeddings, or pick a generation model from GET /v1/models."
+        )
+    else:
+        message = (
+            f"The model '{name}' does not support embeddings. Pick an embedding model "
+            "from GET /v1/models for POST /v1/embeddings."
+        )
+    return ApiError(400, message, code="model_not_supported", param="model")
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +196,7 @@ def load_catalog(organisation_id: int) -> Catalog:
             created_at=int(model.created_at.timestamp()),
             first_token_timeout=model.first_token_timeout
             or settings.SWITCHYARD_FIRST_TOKEN_TIMEOUT,
+            kind=model.kind,
         )
         models.append(entry)
         by_name[model.public_id] = entry

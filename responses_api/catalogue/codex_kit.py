@@ -37,12 +37,13 @@ DEFAULT_CATALOG_PATH = "~/.codex/" + CATALOG_FILE
 
 def usable_models(key: ApiKey) -> QuerySet[ServedModel]:
     """The models ``key`` may call (its ``allowed_models``; none listed: all
-    of its organisation's), keeping only those some backend serves. Lazy: the
-    caller evaluates it."""
+    of its organisation's), keeping only those some backend serves and that
+    generate (Codex cannot use an embedding model). Lazy: the caller
+    evaluates it."""
     from responses_api.models import ServedModel
 
     models = ServedModel.objects.filter(
-        organisation_id=key.organisation_id, deployments__isnull=False
+        organisation_id=key.organisation_id, deployments__isnull=False, kind="generate"
     ).distinct()
     if key.allowed_models:
         models = models.filter(public_id__in=key.allowed_models)

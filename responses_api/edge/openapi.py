@@ -22,6 +22,7 @@ from responses_api.api.conversations import MetadataUpdate, NewConversation, New
 from responses_api.edge.routes import PREFIXES, ROUTES, Operation, Schema
 from responses_api.protocol.body import REFUSAL_MESSAGES, CreateResponse
 from responses_api.protocol.compact import CompactRequest, CountRequest
+from responses_api.protocol.embeddings import embedding_schemas
 from responses_api.protocol.errors import ERROR_SCHEMA
 
 REF = "#/components/schemas/{model}"
@@ -373,6 +374,7 @@ def openapi_schema() -> dict[str, Any]:
                 **_request_schemas(),
                 **_conversation_schemas(),
                 **_compaction_schemas(),
+                **embedding_schemas(REF),
                 "Response": RESPONSE,
                 "Usage": USAGE,
                 "SwitchyardExtras": SWITCHYARD_EXTRAS,

@@ -17,6 +17,7 @@ from typing import Any
 
 from responses_api.api.compaction import compact_response, count_input_tokens
 from responses_api.api.conversations import CONVERSATION_OPERATIONS
+from responses_api.api.embeddings import create_embeddings
 from responses_api.api.endpoints import (
     delete_response,
     list_input_items,
@@ -177,6 +178,23 @@ ROUTES: tuple[Route, ...] = (
                 answer="The models, in OpenAI's list format.",
                 content={"application/json": "ModelList"},
                 errors=(401,),
+            )
+        },
+    ),
+    Route(
+        "/embeddings",
+        {
+            "POST": Operation(
+                create_embeddings,
+                "createEmbedding",
+                "Create embeddings of texts or token ids",
+                "Served by the organisation's embedding models (`kind: embed`); a generation "
+                "model is a 400. `encoding_format: base64` gives little-endian float32 bytes. "
+                "Counts under the rate and spend limits like a response; one usage row each.",
+                request="CreateEmbeddingRequest",
+                answer="The embeddings, in OpenAI's `CreateEmbeddingResponse` shape.",
+                content={"application/json": "CreateEmbeddingResponse"},
+                errors=(400, 401, 403, 404, 413, 415, 429, 502, 503, 504),
             )
         },
     ),

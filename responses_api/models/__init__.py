@@ -63,6 +63,10 @@ class Backend(models.Model):
         return self.name
 
 
+# What a model does, as ``ServedModel.kind`` takes it.
+MODEL_KINDS = [("generate", "Generates text"), ("embed", "Embeds text")]
+
+
 class ServedModel(models.Model):
     """A model as clients name it (``model`` in a request)."""
 
@@ -80,6 +84,9 @@ class ServedModel(models.Model):
     reasoning_levels = models.JSONField(default=list, blank=True)
     default_reasoning_effort = models.CharField(max_length=10, blank=True)
     supports_vision = models.BooleanField(default=False)
+    # What it does: generate text (``/v1/responses``) or embed it
+    # (``/v1/embeddings``); each endpoint refuses the other kind.
+    kind = models.CharField(max_length=10, choices=MODEL_KINDS, default="generate")
     # Seconds a non-streamed request waits for the backend's first token
     # before it is answered 504 (None: SWITCHYARD_FIRST_TOKEN_TIMEOUT). A
     # stream needs none: it shows it is alive with response.in_progress.

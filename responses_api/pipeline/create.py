@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from responses_api.access.auth import Caller
 from responses_api.backends.routing import affinity_key, no_backend
-from responses_api.catalogue.catalog import ModelEntry, get_catalog
+from responses_api.catalogue.catalog import ModelEntry, get_catalog, wrong_kind
 from responses_api.pipeline import auto_compact, failover
 from responses_api.pipeline.admission import admit
 from responses_api.pipeline.call import Call, Output, Reply
@@ -294,7 +294,7 @@ async def _relay_json(
         await read_answer(attempt.answer, output.translator, attempt.route.backend.name, deadline)
 
 
-async def model_for(caller: Caller, name: str) -> ModelEntry:
+async def model_for(caller: Caller, name: str, *, kind: str = "generate") -> ModelEntry:
     catalog = await get_catalog(caller.organisation_id)
     model = catalog.by_name.get(name)
     if model is None:
@@ -316,6 +316,8 @@ async def model_for(caller: Caller, name: str) -> ModelEntry:
             code="model_not_allowed",
             param="model",
         )
+    if model.kind != kind:
+        raise wrong_kind(model, name)
     return model
 
 

@@ -66,7 +66,8 @@ def prompt_tokens(draft: ChatDraft) -> int:
     already use (``translate.request``). Worked out only when needed (a
     spend hold, a cancelled request's row): it encodes the whole prompt."""
     body = draft.body
-    size = len(orjson.dumps(body.get("messages") or ()))
+    # An embeddings request (``backends.embeddings``) has inputs, not messages.
+    size = len(orjson.dumps(body.get("messages") or body.get("input") or ()))
     if body.get("tools"):
         size += len(orjson.dumps(body["tools"]))
     return max(size // 4, 1)
@@ -292,7 +293,7 @@ class Exchange:
         return {
             "request_id": self.request_id,
             "organisation_id": caller.organisation_id,
-            "api_key_id": caller.key_id,
+            "api_key_id": caller.key_id or None,  # none: the organisation's own work
             "key_prefix": caller.prefix,
             "model": self.asking.model[:200],
             "backend_id": backend.id if backend is not None else None,

@@ -61,18 +61,21 @@ async def upstream(
     pinned: str | None = None,
     affinity: str | None = None,
     turn: str | None = None,
+    path: str = "/chat/completions",
 ) -> AsyncIterator[Attempt]:
     """The first backend that answers, leased for the block. Until one has
     answered, a failure is retried on another eligible one; a
     pinned request is never moved. ``turn`` is the backend a Codex
-    turn-state token names (``turn_state``): tried first. Raises the
+    turn-state token names (``turn_state``): tried first. ``path``: the
+    backend's endpoint (``/embeddings`` for an ``EmbeddingDraft``). Raises the
     ``ApiError`` to answer when none does."""
     tried: set[str] = set()
     last_error: ApiError | None = None
     # What the backends' prefix indexes know the prompt by: worth working
     # out only when there is a choice of backend.
     prompt = None
-    if pinned is None and len(model.routes) > 1 and exchange.caller is not None:
+    chat = path == "/chat/completions"
+    if chat and pinned is None and len(model.routes) > 1 and exchange.caller is not None:
         prompt = prompt_blocks(exchange.caller.organisation_id, draft.body)
     while exchange.attempts < MAX_ATTEMPTS:
         lease = await _lease(exchange, model, pinned, (affinity, turn, prompt), tried, last_error)
@@ -89,7 +92,7 @@ async def upstream(
             for notice in plan.notices:
                 exchange.notice(notice["code"], notice["message"])
             exchange.attempt(route.backend, lease.reason, lease.prefix_tokens)
-            answer, last_error = await _open(route, plan)
+            answer, last_error = await _open(route, plan, path)
             if answer is not None:
                 try:
                     if not lease.affine:
@@ -164,13 +167,13 @@ async def _lease(
     return lease
 
 
-async def _open(route: Route, plan: ChatPlan) -> tuple[Answer | None, ApiError | None]:
+async def _open(route: Route, plan: ChatPlan, path: str) -> tuple[Answer | None, ApiError | None]:
     """Send the request: the answer to relay, or the error to fail over
     from (raised instead when trying elsewhere would not help)."""
     backend = route.backend
     http = get_client(backend.base_url, backend.api_key, allow_private=backend.allow_private)
     try:
-        answer = await http.send_chat(plan.body)
+        answer = await http.send_chat(plan.body, path)
     except BackendTimeout:
         raise ApiError(
             504, f"Backend '{backend.name}' timed out.", code="backend_timeout"

@@ -52,6 +52,7 @@ from typing import Any
 
 import orjson
 
+from responses_api.simulator import embeddings
 from responses_api.simulator.content import (
     FAILURES,
     Stop,
@@ -63,6 +64,7 @@ from responses_api.simulator.content import (
 from responses_api.simulator.plan import CONTEXT_WINDOW, PrefixCache, plan_of, tokenized
 
 RECENT_REQUESTS = 64
+CHAT_PATHS = ("/v1/chat/completions", "/chat/completions", "/tokenize")
 
 
 class Stats:
@@ -139,7 +141,7 @@ class Simulator:
         if path == "/health":
             await _json(send, 200, {"status": "ok"})
             return
-        if path not in ("/v1/chat/completions", "/chat/completions", "/tokenize"):
+        if path not in CHAT_PATHS and path not in embeddings.PATHS:
             await _json(send, 404, {"error": {"message": "not found", "type": "not_found"}})
             return
         body = b""
@@ -153,35 +155,24 @@ class Simulator:
         if path == "/tokenize":  # vLLM's: the count this server's usage reports
             await _json(send, *tokenized(body))
             return
+        if path in embeddings.PATHS:  # deterministic vectors (simulator/embeddings.py)
+            await embeddings.serve(body, send)
+            return
         try:
             request = orjson.loads(body)
             messages = request["messages"]
             assert isinstance(messages, list) and messages
         except Exception:
-            await _json(
-                send,
-                400,
-                {
-                    "error": {
-                        "message": "messages must be a non-empty list",
-                        "type": "invalid_request_error",
-                    }
-                },
-            )
+            error = {
+                "message": "messages must be a non-empty list",
+                "type": "invalid_request_error",
+            }
+            await _json(send, 400, {"error": error})
             return
         if self.max_concurrency and self.stats.in_flight >= self.max_concurrency:
             self.stats.rejected += 1
-            await _json(
-                send,
-                429,
-                {
-                    "error": {
-                        "message": "simulator is at its concurrency limit",
-                        "type": "rate_limit",
-                    }
-                },
-                [(b"retry-after", b"1")],
-            )
+            error = {"message": "simulator is at its concurrency limit", "type": "rate_limit"}
+            await _json(send, 429, {"error": error}, [(b"retry-after", b"1")])
             return
         self.recent.append(request)
         self.recent_context.append(

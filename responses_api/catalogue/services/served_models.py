@@ -27,6 +27,7 @@ from accounts.validation import (
 from responses_api.catalogue import catalog
 from responses_api.models import (
     DEFAULT_REASONING_LEVELS,
+    MODEL_KINDS,
     REASONING_LEVELS,
     Backend,
     Deployment,
@@ -46,6 +47,7 @@ MODEL_FIELDS = (
     "reasoning_levels",
     "default_reasoning_effort",
     "supports_vision",
+    "kind",
     "first_token_timeout",
     "price_input",
     "price_cached_input",
@@ -62,6 +64,7 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "reasoning_levels": [],
     "default_reasoning_effort": "",
     "supports_vision": False,
+    "kind": "generate",
     "first_token_timeout": None,
     "price_input": Decimal(0),
     "price_cached_input": Decimal(0),
@@ -134,6 +137,9 @@ def _model_numbers(values: dict[str, Any], errors: FieldErrors) -> None:
             errors.add(name, "A price cannot be negative.")
     for name in ("supports_reasoning", "supports_vision"):
         errors.check(partial(flag_field, values[name], field=name), None)
+    kinds = [kind for kind, _ in MODEL_KINDS]
+    if values["kind"] not in kinds:
+        errors.add("kind", f"One of {', '.join(kinds)}.")
     _model_reasoning(values, errors)
 
 

@@ -62,6 +62,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--default-reasoning", help="The effort clients such as Codex send by default"
         )
+        parser.add_argument(
+            "--kind",
+            choices=["generate", "embed"],
+            help="generate (/v1/responses, the default) or embed (/v1/embeddings)",
+        )
         for name in ("input", "cached-input", "output"):
             parser.add_argument(f"--price-{name}", type=_price, help=f"Price per 1M {name} tokens")
 
@@ -78,6 +83,7 @@ class Command(BaseCommand):
             "top_p": options["top_p"],
             "supports_vision": options["vision"],
             "supports_reasoning": options["reasoning"],
+            "kind": options["kind"],
             "reasoning_levels": options["reasoning_levels"],
             "default_reasoning_effort": options["default_reasoning"],
             "price_input": options["price_input"],
