@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("responses_api", "0013_usage_tool_calls"),
+        ("responses_api", "0014_usage_response_id"),
     ]
 
     operations = [
