@@ -81,7 +81,7 @@ async def admit(
     if rate is None and spend is None:
         return None
     if spend is not None:
-        spend = _reserving(spend, exchange, draft.max_output_tokens, calls)
+        spend = _reserving(spend, exchange, draft, calls)
     verdict: tuple[int, str] | None = None
     used: list = []
     reply: list[Any] = []
@@ -170,21 +170,43 @@ async def _spend_check(spend: SpendPlan) -> list[int]:
     raise ApiError(503, "Spend limits cannot be checked now; retry.", code="unavailable")
 
 
+async def admit_turn(*, exchange: Exchange, draft: ChatDraft) -> None:
+    """Hold the worst case of one more backend call of an admitted request
+    (a tool loop's next turn, whose prompt carries the turns before it)
+    under its spend limits, or raise their 429: a loop stops at the budget
+    as requests do, overspending it by at most one call's hold. Its row
+    gives the whole hold back."""
+    spend = exchange.spend
+    if spend is None:
+        return
+    more = _reserving(spend, exchange, draft, 1, hold_id=spend.hold_id)
+    # The hold's lease is renewed already, under its id, while the request runs.
+    reply = await reserve(more, grow=True)
+    status, counts = int(reply[0]), [int(v) for v in reply[1:]]
+    if status == MISSING:
+        # The month's counters are being rebuilt: this turn goes unheld,
+        # its cost still counted by the row.
+        return
+    if status == REFUSED:
+        spend_outcome(more, counts)  # raises the limit's 429
+
+
 def _reserving(
-    spend: SpendPlan, exchange: Exchange, max_output: int | None, calls: int
+    spend: SpendPlan, exchange: Exchange, draft: ChatDraft, calls: int, *, hold_id: str = ""
 ) -> SpendPlan:
     """The plan with the request's worst case to hold: its prompt and its
     output limit at the model's prices, for each of its backend calls."""
     entry = exchange.model_entry
+    max_output = draft.max_output_tokens
     output = max_output if max_output is not None else UNLIMITED_OUTPUT_RESERVE
-    prompt = prompt_tokens(exchange.draft) if exchange.draft is not None else 0
+    prompt = prompt_tokens(draft)
     units, tokens = (
         worst_case(entry.cost, input_tokens=prompt, output_tokens=output)
         if entry is not None
         else (0, prompt + output)
     )
     return dataclasses.replace(
-        spend, hold_id=uuid.uuid4().hex, units=units * calls, tokens=tokens * calls
+        spend, hold_id=hold_id or uuid.uuid4().hex, units=units * calls, tokens=tokens * calls
     )
 
 

@@ -35,6 +35,7 @@ from pydantic import TypeAdapter
 from responses_api.access.auth import Caller
 from responses_api.catalogue.catalog import mcp_organisation_for
 from responses_api.catalogue.mcp_resolve import ResolvedMcpServer, resolve_mcp_tool
+from responses_api.pipeline.admission import admit_turn
 from responses_api.pipeline.call import Call, Output
 from responses_api.pipeline.failover import Attempt
 from responses_api.pipeline.mcp_calls import (
@@ -158,6 +159,9 @@ async def answer_with_tools(
     made = 0
     announced: set[int] = set()
     for turn in range(settings.SWITCHYARD_MCP_MAX_TURNS):
+        if turn:
+            # Admission held the first call's worst case; each next one holds its own.
+            await admit_turn(exchange=call.exchange, draft=draft)
         await relay(open_upstream(draft))
         if translator.finish_reason == "length" or translator.output_cap.reached:
             return  # cut short: the ending says incomplete

@@ -132,3 +132,55 @@ def test_a_history_with_an_mcp_call_continues(client: OpenAI, calc):
     )
     assert second.output_text == "forty-two it is"
     assert not any(n["code"] == "hosted_items_skipped" for n in second.switchyard["notices"])
+
+
+def test_each_turn_of_the_loop_holds_its_spend_and_a_spent_budget_stops_it(
+    gateway, calc, acme, people
+):
+    """Admission holds the first backend call's worst case; the loop's next
+    call holds its own before it starts, so a budget that the first hold
+    already covers stops the loop with the budget's 429 (the OpenAI SDK
+    retries none), one row counting the turn that ran, and no hold left."""
+    from decimal import Decimal
+
+    from openai import RateLimitError
+
+    from accounts.services.api_keys import api_key_create
+    from responses_api.catalogue.services.served_models import model_ensure
+    from responses_api.runtime import redis_conn
+    from responses_api.usage.holds import local_holds
+
+    # Output at 0.25 per token: a turn of at most 16 tokens holds 4.00.
+    model_ensure(
+        organisation=people["acme"],
+        public_id="sim-model",
+        backend=acme.backend,
+        price_input=Decimal(0),
+        price_cached_input=Decimal(0),
+        price_output=Decimal(250_000),
+    )
+    _, key = api_key_create(
+        organisation=people["acme"], name="tight", monthly_budget=Decimal("1.00")
+    )
+    client = gateway.openai(key)
+    asked = {
+        "model": "sim-model",
+        "input": 'Add them. [[call:calc__add {"a": 2, "b": 3}]]',
+        "tools": [{"type": "mcp", "server_label": "calc", "require_approval": "never"}],
+        "max_output_tokens": 16,
+    }
+    with pytest.raises(RateLimitError) as refused:
+        client.responses.with_raw_response.create(**asked)
+    error = refused.value.body
+    assert isinstance(error, dict) and error["code"] == "insufficient_quota"
+    request_id = refused.value.response.headers["x-request-id"]
+    [row] = wait_for(lambda: usage_rows(request_id=request_id), timeout=10)
+    assert (row.status, row.error_code, row.tool_calls) == (429, "insufficient_quota", 1)
+    assert row.output_tokens > 0 and row.cost > 0  # the turn that ran is paid for
+    if not redis_conn.enabled():
+        assert local_holds.held == {}  # the row gave the grown hold back
+
+    # Streamed, the refusal ends the stream that had started.
+    with client.responses.stream(**asked) as stream:
+        kinds = [event.type for event in stream]
+    assert kinds[-1] in {"response.failed", "error"}
