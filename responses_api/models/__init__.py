@@ -177,6 +177,8 @@ class UsageLog(models.Model):
     tool_calls = models.PositiveIntegerField(default=0)
     tool_errors = models.PositiveIntegerField(default=0)
     tool_ms = models.FloatField(default=0.0)
+    # The calls one by one (pipeline.facts.ToolUse): kind, server, tool, status, time.
+    tool_log = models.JSONField(default=list, blank=True)
     queue_wait_ms = models.FloatField(null=True, blank=True)
     ttft_ms = models.FloatField(null=True, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)

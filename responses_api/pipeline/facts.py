@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from responses_api.catalogue.catalog import BackendEntry
@@ -68,11 +68,19 @@ UNPLACED = Placement()
 
 class ToolUse(NamedTuple):
     """The hosted tools a request ran (``pipeline.tool_loop``): its calls,
-    those that failed, and the time spent in them."""
+    those that failed, the time spent in them, and the first
+    ``TOOL_LOG_MAX`` calls one by one for the trace page (no arguments nor
+    output: what a tool was given and gave is the client's content)."""
 
     calls: int = 0
     errors: int = 0
     ms: float = 0.0
+    log: tuple[dict[str, Any], ...] = ()
+
+
+TOOL_LOG_MAX = 50
+# What of a failed call's error the trace keeps.
+TOOL_ERROR_CHARS = 300
 
 
 NO_TOOLS = ToolUse()

@@ -30,6 +30,7 @@ from responses_api.protocol.items import (
 )
 from responses_api.runtime import once
 from responses_api.store.seal import approval_sealed
+from responses_api.tools.logs import redact
 from responses_api.translate.items import Item
 from responses_api.translate.stream import StreamTranslator
 from responses_api.translate.tool_turns import ListedTool, approved_call, mcp_result
@@ -85,9 +86,21 @@ async def run_call(
     The exchange counts the call, whether it failed and its time (the row's)."""
     started = time.perf_counter()
     events = await _called(hosted, item, deadline)
-    assert item.done_item is not None
-    failed = item.done_item["status"] == "failed"
-    exchange.tool_ran(failed=failed, ms=(time.perf_counter() - started) * 1000)
+    done = item.done_item
+    assert done is not None
+    failed = done["status"] == "failed"
+    error = done.get("error")
+    offer = hosted.offer(done["server_label"])
+    if isinstance(error, str) and offer is not None:
+        # A hostile server may echo the credentials it was sent.
+        error = redact(error, offer.client().secrets())
+    exchange.tool_ran(
+        failed=failed,
+        ms=(time.perf_counter() - started) * 1000,
+        server=done["server_label"],
+        name=done["name"],
+        error=error if isinstance(error, str) else None,
+    )
     return events
 
 

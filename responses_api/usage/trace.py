@@ -46,7 +46,12 @@ def usage_row_dict(row: UsageLog) -> dict[str, Any]:
         "cost": str(row.cost),
         "attempts": row.attempts,
         "route": {"reason": row.route_reason, "prefix_reused_tokens": row.prefix_reused_tokens},
-        "tools": {"calls": row.tool_calls, "errors": row.tool_errors, "ms": row.tool_ms},
+        "tools": {
+            "calls": row.tool_calls,
+            "errors": row.tool_errors,
+            "ms": row.tool_ms,
+            "log": row.tool_log,
+        },
         "timing": {
             "queue_wait_ms": row.queue_wait_ms,
             "ttft_ms": row.ttft_ms,

@@ -52,7 +52,13 @@ def test_a_call_is_run_and_answered_in_one_response(client: OpenAI, calc, acme):
     assert row.output_tokens == response.usage.output_tokens
     # The row counts the tool's call and the time spent in it, for the trace.
     assert (row.tool_calls, row.tool_errors) == (1, 0) and row.tool_ms > 0
-    assert usage_row_dict(row)["tools"] == {"calls": 1, "errors": 0, "ms": row.tool_ms}
+    [logged] = row.tool_log
+    assert logged == {
+        "type": "mcp", "server": "calc", "name": "add", "status": "completed", "ms": logged["ms"]
+    }
+    assert usage_row_dict(row)["tools"] == {
+        "calls": 1, "errors": 0, "ms": row.tool_ms, "log": [logged]
+    }
 
 
 def test_a_streamed_loop_is_one_stream_the_sdk_accumulates(client: OpenAI, calc):
@@ -86,6 +92,28 @@ def test_a_failing_tool_is_told_to_the_model_not_the_end_of_the_response(client:
     assert response.output_text.startswith("Tool result: The tool call failed:")
     [row] = wait_for(lambda: usage_rows(model="sim-model"), timeout=10)
     assert (row.tool_calls, row.tool_errors) == (1, 1)
+    [logged] = row.tool_log
+    assert logged["status"] == "failed" and "out of paper" in logged["error"]
+
+
+def test_the_trace_page_lists_each_call_with_its_status_and_time(client: OpenAI, calc, people):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.urls import reverse
+
+    raw = client.responses.with_raw_response.create(
+        model="sim-model",
+        input='[[call:calc__add {"a": 1, "b": 2}]] [[call:calc__fail {"reason": "jammed"}]]',
+        tools=[{"type": "mcp", "server_label": "calc", "require_approval": "never"}],
+    )
+    [row] = wait_for(lambda: usage_rows(request_id=raw.headers["x-request-id"]), timeout=10)
+    console = Client()
+    console.force_login(get_user_model().objects.get(email="alice@example.com"))
+    page = console.get(reverse("console:trace", args=[row.request_id])).content.decode()
+    calls = page.split('id="trace-tool-calls"', 1)[1].split("</section>", 1)[0]
+    assert calls.count("<tr>") == 3  # the header, then a row per call
+    assert "<code>add</code>" in calls and "<code>fail</code>" in calls
+    assert "completed" in calls and "failed" in calls and "jammed" in calls
 
 
 def test_allowed_tools_narrow_what_the_model_is_offered(client: OpenAI, calc):
