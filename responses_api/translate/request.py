@@ -13,7 +13,7 @@ they build is ``translate.messages``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +34,16 @@ from responses_api.translate.dialects import (
 from responses_api.translate.history import add_item
 from responses_api.translate.messages import DRAFT_REASONING_FIELD, ChatMessages, rename_reasoning
 from responses_api.translate.sealing import ReasoningSeal
-from responses_api.translate.tool_turns import ListedTool
-from responses_api.translate.tools import ChatTools, ToolRef, not_among_tools
+from responses_api.translate.tools import ChatTools, HostedFunction, ToolRef, not_among_tools
 
-__all__ = ["ChatDraft", "ChatPlan", "ModelLimits", "build_chat_request", "prepare_chat"]
+__all__ = [
+    "ChatDraft",
+    "ChatPlan",
+    "HostedTools",
+    "ModelLimits",
+    "build_chat_request",
+    "prepare_chat",
+]
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
@@ -50,6 +56,18 @@ class ModelLimits:
     temperature: float | None = None
     top_p: float | None = None
     supports_vision: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class HostedTools:
+    """The hosted tools the gateway runs for a request (``pipeline.hosted``):
+    the request's tool types they stand for, the functions offered in their
+    place, and what the model reads of the calls run so far in this
+    response where their items do not hold it (by item id)."""
+
+    runs: frozenset[str]
+    functions: Sequence[HostedFunction] = ()
+    results: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -132,7 +150,7 @@ def prepare_chat(
     limits: ModelLimits,
     seal: ReasoningSeal | None = None,
     cache_salt: str | None = None,
-    mcp_tools: Sequence[tuple[str, ListedTool]] | None = None,
+    hosted: HostedTools | None = None,
 ) -> ChatDraft:
     """Translate the request's messages and tools, once whatever route serves
     it. Raises :class:`ApiError` for what the request asks that cannot be done.
@@ -141,21 +159,18 @@ def prepare_chat(
     client carries back sealed, and seals the answer's when the request
     includes ``reasoning.encrypted_content``. Without it, sealed reasoning
     is refused. ``cache_salt`` is the organisation's, for the backends that
-    partition their prefix cache by it. ``mcp_tools``, when the gateway runs
-    the request's MCP tools: each server's label and the tools it offers,
-    in place of the request's ``mcp`` tools (else dropped, as hosted tools)."""
+    partition their prefix cache by it. ``hosted``, when the gateway runs
+    some of the request's hosted tools: the functions offered in their place
+    (the others are dropped, with a notice)."""
     tools = ChatTools()
+    runs = hosted.runs if hosted is not None else frozenset()
     for tool in request.tools or ():
-        if mcp_tools is None or not (isinstance(tool, HostedTool) and tool.type == "mcp"):
+        if not (isinstance(tool, HostedTool) and tool.type in runs):
             tools.add(tool)
-    for label, listed in mcp_tools or ():
-        tools.add_mcp(
-            label,
-            listed.name,
-            listed.description,
-            listed.input_schema,
-            approval=listed.needs_approval,
-        )
+    for function in hosted.functions if hosted is not None else ():
+        tools.add_hosted(function)
+    if hosted is not None:
+        tools.results = hosted.results
 
     messages = ChatMessages()
     if request.instructions:
