@@ -32,6 +32,7 @@ from responses_api.protocol.items import (
     ReasoningItem,
     ToolSearchCallItem,
     ToolSearchOutputItem,
+    WebSearchCallItem,
 )
 from responses_api.protocol.tools import Tool
 from responses_api.translate.content import text_of, user_content
@@ -133,7 +134,7 @@ def add_item(
     elif isinstance(item, McpApprovalRequestItem | McpApprovalResponseItem):
         pass
     elif isinstance(item, HostedItem):
-        search = tools.hosted_name("web_search") if item.type == "web_search_call" else None
+        search = tools.hosted_name("web_search") if isinstance(item, WebSearchCallItem) else None
         if search is not None:
             call_id, arguments, result = searched_again(item.model_dump(), index)
             result = tools.results.get(call_id, result)
