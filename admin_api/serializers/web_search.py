@@ -3,6 +3,8 @@ takes it: the API key is write-only (its presence is shown)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from admin_api.serializers.base import (
@@ -62,7 +64,7 @@ class WebSearchProviderSerializer(StrictSerializer):
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
 
-    def to_internal_value(self, data: object) -> object:
+    def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict) and "allow_private" in data:
             raise serializers.ValidationError(
                 {"allow_private": ["Only platform staff may set this."]}
