@@ -211,6 +211,8 @@ def test_codex_s_web_search_runs_on_the_bound_provider(codex, search_api):  # no
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert marker in result.stdout, result.stdout[-3000:]
-    rows = wait_rows(1, organisation=codex.tenant.organisation)
-    searched = [row for row in rows if row.tool_calls]
-    assert [(row.tool_calls, row.tool_errors) for row in searched] == [(1, 0)], rows
+    # The gateway ran the search: the model answered after reading its results.
+    searched = wait_for(
+        lambda: [r for r in usage_rows(organisation=codex.tenant.organisation) if r.tool_calls]
+    )
+    assert [(row.tool_calls, row.tool_errors) for row in searched] == [(1, 0)]
