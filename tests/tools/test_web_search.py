@@ -271,3 +271,25 @@ def test_a_bad_search_context_size_is_a_400(client: OpenAI, searxng):
             tools=[{"type": "web_search", "search_context_size": "huge"}],
         )
     assert refused.value.body["param"] == "tools[0].search_context_size"
+
+
+def test_allowed_tools_may_name_the_search_and_tool_choice_may_not(client: OpenAI, searxng):
+    response = client.responses.create(
+        model="sim-model",
+        input='[[call:web_search {"query": "allowed"}]]',
+        tools=[{"type": "web_search"}],
+        tool_choice={
+            "type": "allowed_tools",
+            "mode": "required",
+            "tools": [{"type": "web_search"}],
+        },
+    )
+    assert response.output[0].type == "web_search_call"
+    with pytest.raises(BadRequestError) as refused:
+        client.responses.create(
+            model="sim-model",
+            input="hi",
+            tools=[{"type": "web_search"}],
+            tool_choice={"type": "web_search"},
+        )
+    assert refused.value.body["param"] == "tool_choice"
