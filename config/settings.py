@@ -246,6 +246,9 @@ LOGGING = {
         # One line per upstream call would double the request log.
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # The hosted tools' client: a search's URL holds the model's query.
+        "httpx2": {"level": "WARNING"},
+        "httpcore2": {"level": "WARNING"},
     },
 }
 

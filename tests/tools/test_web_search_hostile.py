@@ -115,3 +115,30 @@ def test_a_provider_on_a_private_address_is_refused_without_staff_leave(
             actor=Actor.console(alice),
             data={"kind": "searxng", "base_url": search_api.url, "allow_private": True},
         )
+
+
+def test_neither_the_query_nor_the_key_reaches_the_log(
+    client: OpenAI, search_api, people, acme, caplog
+):
+    from tests.tools.servers.search_api import BRAVE_KEY
+
+    web_search_bind(
+        organisation=people["acme"],
+        actor=CLI,
+        data={
+            "kind": "brave",
+            "base_url": search_api.url,
+            "api_key": BRAVE_KEY,
+            "allow_private": True,
+        },
+    )
+    with caplog.at_level("DEBUG", logger="switchyard"):
+        response = client.responses.create(
+            model="sim-model",
+            input='[[call:web_search {"query": "private matter 7731"}]]',
+            tools=[{"type": "web_search"}],
+        )
+    assert response.output[0].status == "completed"
+    logged = caplog.text
+    assert "private matter 7731" not in logged and "private+matter" not in logged
+    assert BRAVE_KEY not in logged
