@@ -66,7 +66,7 @@ def search_settings(tool: Mapping[str, Any], index: int) -> SearchSettings | Api
     """The tool's settings, or the 400 naming the field that is wrong.
     Fields OpenAI defines and that change nothing here are accepted."""
     where = f"tools[{index}]"
-    size = tool.get("search_context_size", "medium")
+    size = tool.get("search_context_size") or "medium"  # null: the default
     if size not in CONTEXT_SIZES:
         return invalid(
             "search_context_size is 'low', 'medium' or 'high'.",
@@ -91,14 +91,14 @@ def search_settings(tool: Mapping[str, Any], index: int) -> SearchSettings | Api
     country = None
     location = tool.get("user_location")
     if location is not None:
-        if not isinstance(location, Mapping) or location.get("type", "approximate") != (
+        if not isinstance(location, Mapping) or (location.get("type") or "approximate") != (
             "approximate"
         ):
             return invalid(
                 "user_location is an object of type 'approximate'.",
                 param=f"{where}.user_location",
             )
-        country = location.get("country")
+        country = location.get("country") or None
         if country is not None and not (
             isinstance(country, str) and len(country) == 2 and country.isalpha()
         ):
