@@ -53,7 +53,7 @@ from responses_api.pipeline.relay import start
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import ApiError, invalid
 from responses_api.protocol.items import InputItem
-from responses_api.protocol.tools import HostedTool
+from responses_api.protocol.tools import HostedChoice, HostedTool
 from responses_api.store.seal import approval_id
 from responses_api.translate.request import ChatDraft
 from responses_api.translate.tool_turns import ListedTool, approval_requested, next_call
@@ -228,7 +228,11 @@ def _continued(request: CreateResponse, made: Sequence[dict[str, Any]]) -> Creat
         if isinstance(request.input, str)
         else list(request.input)
     )
-    return request.model_copy(update={"input": [*earlier, *_ITEMS.validate_python(made)]})
+    update: dict[str, Any] = {"input": [*earlier, *_ITEMS.validate_python(made)]}
+    if isinstance(request.tool_choice, HostedChoice):
+        # A hosted tool the client chose is called once: then the model answers.
+        update["tool_choice"] = "auto"
+    return request.model_copy(update=update)
 
 
 _ITEMS: TypeAdapter[list[InputItem]] = TypeAdapter(list[InputItem])

@@ -24,7 +24,12 @@ from responses_api.protocol.errors import invalid
 from responses_api.protocol.items import (
     ToolSearchOutputItem,
 )
-from responses_api.protocol.tools import AllowedToolsChoice, FunctionChoice, HostedTool
+from responses_api.protocol.tools import (
+    AllowedToolsChoice,
+    FunctionChoice,
+    HostedChoice,
+    HostedTool,
+)
 from responses_api.translate.dialects import (
     REASONING_FIELD,
     apply_cache_salt,
@@ -34,7 +39,13 @@ from responses_api.translate.dialects import (
 from responses_api.translate.history import add_item
 from responses_api.translate.messages import DRAFT_REASONING_FIELD, ChatMessages, rename_reasoning
 from responses_api.translate.sealing import ReasoningSeal
-from responses_api.translate.tools import ChatTools, HostedFunction, ToolRef, not_among_tools
+from responses_api.translate.tools import (
+    ChatTools,
+    HostedFunction,
+    ToolRef,
+    hosted_not_run,
+    not_among_tools,
+)
 
 __all__ = [
     "ChatDraft",
@@ -223,6 +234,8 @@ def prepare_chat(
             body["parallel_tool_calls"] = request.parallel_tool_calls
     elif isinstance(request.tool_choice, FunctionChoice):
         raise not_among_tools(request.tool_choice.name)
+    elif isinstance(request.tool_choice, HostedChoice):
+        raise hosted_not_run(request.tool_choice.type)
 
     max_output_tokens = _max_tokens(request, limits, notices, chat_messages)
     if max_output_tokens is not None:

@@ -23,6 +23,7 @@ from responses_api.protocol.tools import (
     CustomTool,
     FunctionChoice,
     FunctionTool,
+    HostedChoice,
     HostedTool,
     NamespaceTool,
     Tool,
@@ -211,6 +212,11 @@ class ChatTools:
             return {"type": "function", "function": {"name": chat_name}}
         if isinstance(choice, AllowedToolsChoice):
             return choice.mode
+        if isinstance(choice, HostedChoice):
+            chat_name = self.hosted_name(_HOSTED_CHOICE.get(choice.type) or choice.type)
+            if chat_name is None:
+                raise hosted_not_run(choice.type)
+            return {"type": "function", "function": {"name": chat_name}}
         return None
 
     def allow_only(self, choice: AllowedToolsChoice) -> None:
@@ -277,6 +283,13 @@ _HOSTED_CHOICE = {
 }
 
 _ANY_KIND = frozenset({"function", "custom", "tool_search"})
+
+
+def hosted_not_run(kind: str) -> ApiError:
+    return invalid(
+        f"tool_choice names the hosted tool '{kind}', which this server does not run.",
+        param="tool_choice",
+    )
 
 
 def not_among_tools(name: str) -> ApiError:

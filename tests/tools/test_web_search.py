@@ -204,7 +204,7 @@ def test_an_mcp_server_s_tool_can_be_the_provider(client: OpenAI, mcp_server, ac
     assert response.output_text[citation.start_index : citation.end_index] == "[2]"
 
 
-def test_a_search_in_the_history_is_given_back_to_the_model(client: OpenAI, searxng):
+def test_a_search_in_the_history_is_given_back_to_the_model(client: OpenAI, searxng, recorder):
     first = client.responses.create(
         model="sim-model",
         input='[[call:web_search {"query": "moon landing"}]]',
@@ -219,6 +219,12 @@ def test_a_search_in_the_history_is_given_back_to_the_model(client: OpenAI, sear
     )
     assert second.output_text == "noted"
     assert not any(n["code"] == "hosted_items_skipped" for n in second.switchyard["notices"])
+    # The backend read the search as a call and its result, not a skipped item.
+    messages = recorder.last_messages()
+    [call] = [m for m in messages if m.get("tool_calls")][0]["tool_calls"]
+    assert call["function"] == {"name": "web_search", "arguments": '{"query":"moon landing"}'}
+    [result] = [m for m in messages if m["role"] == "tool"]
+    assert "https://en.example.org/wiki/moon-landing" in result["content"]
     # Re-sent by hand, the item is given back too: the backend reads the call and its sources.
     client.responses.create(
         model="sim-model",
@@ -273,7 +279,7 @@ def test_a_bad_search_context_size_is_a_400(client: OpenAI, searxng):
     assert refused.value.body["param"] == "tools[0].search_context_size"
 
 
-def test_allowed_tools_may_name_the_search_and_tool_choice_may_not(client: OpenAI, searxng):
+def test_allowed_tools_and_tool_choice_may_name_the_search(client: OpenAI, searxng, recorder):
     response = client.responses.create(
         model="sim-model",
         input='[[call:web_search {"query": "allowed"}]]',
@@ -285,6 +291,21 @@ def test_allowed_tools_may_name_the_search_and_tool_choice_may_not(client: OpenA
         },
     )
     assert response.output[0].type == "web_search_call"
+    forced = client.responses.create(
+        model="sim-model",
+        input='[[call:web_search {"query": "forced"}]]',
+        tools=[{"type": "web_search_preview"}],
+        tool_choice={"type": "web_search_preview"},
+    )
+    assert forced.output[0].type == "web_search_call"
+    assert forced.tool_choice.type == "web_search_preview"
+    # The backend was told to search, then, with the results, to answer.
+    first, then = recorder.requests[-2:]
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "web_search"}}
+    assert then["tool_choice"] == "auto"
+
+
+def test_tool_choice_naming_an_unbound_search_is_a_400(client: OpenAI, acme):
     with pytest.raises(BadRequestError) as refused:
         client.responses.create(
             model="sim-model",
@@ -293,3 +314,4 @@ def test_allowed_tools_may_name_the_search_and_tool_choice_may_not(client: OpenA
             tool_choice={"type": "web_search"},
         )
     assert refused.value.body["param"] == "tool_choice"
+    assert "does not run" in refused.value.body["message"]
