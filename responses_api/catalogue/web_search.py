@@ -1,9 +1,10 @@
 """An organisation's web search binding as a request reads it, and the
 settings of a request's ``web_search`` tool (docs/api/web-search.md).
 
-The binding is read at each request that offers the tool (one indexed
-query), its API key decrypted here for the search only: it never leaves
-this process in a log or an answer.
+The binding is loaded with the organisation's catalogue (``catalog``:
+cached per process, forgotten on every write of the binding), its API key
+decrypted for the search only: it never leaves this process in a log or an
+answer.
 """
 
 from __future__ import annotations

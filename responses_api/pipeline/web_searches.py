@@ -11,7 +11,6 @@ response goes on.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,13 +19,12 @@ from django.conf import settings
 
 from responses_api.access.auth import Caller
 from responses_api.catalogue.addresses import backend_policy
-from responses_api.catalogue.catalog import mcp_organisation_for
+from responses_api.catalogue.catalog import mcp_organisation_for, web_search_for
 from responses_api.catalogue.mcp_resolve import ResolvedMcpServer, resolve_mcp_tool
 from responses_api.catalogue.web_search import (
     WEB_SEARCH_TYPES,
     SearchSettings,
     WebSearchBinding,
-    load_web_search,
     search_settings,
 )
 from responses_api.pipeline.hosted import counted
@@ -164,7 +162,7 @@ async def web_search_kind(caller: Caller, request: CreateResponse) -> WebSearch 
     ]
     if not wanted:
         return None
-    binding = await asyncio.to_thread(load_web_search, caller.organisation_id)
+    binding = await web_search_for(caller.organisation_id)
     if binding is None:
         return None
     index, tool = wanted[0]

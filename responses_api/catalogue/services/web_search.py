@@ -15,6 +15,7 @@ from django.utils import timezone
 from accounts.audit import Actor, audit_record
 from accounts.models import Organisation
 from accounts.validation import FieldErrors, choice_field, flag_field, refuse_unknown
+from responses_api.catalogue import catalog
 from responses_api.catalogue.addresses import base_url_error
 from responses_api.catalogue.mcp_rules import HEADER_VALUE_MAX, label_error
 from responses_api.catalogue.services.backends import may_allow_private
@@ -113,6 +114,7 @@ def web_search_bind(
         return provider
     provider.updated_at = timezone.now()
     provider.save()
+    catalog.forget(organisation.pk)
     details: dict[str, Any] = {f: values[f] for f in changed}
     if key is not None:
         details["api_key"] = key
@@ -135,6 +137,7 @@ def web_search_unbind(*, organisation: Organisation, actor: Actor) -> bool:
         return False
     kind, provider_id = provider.get_kind_display(), str(provider.id)
     provider.delete()
+    catalog.forget(organisation.pk)
     audit_record(
         organisation=organisation,
         actor=actor,
