@@ -315,3 +315,15 @@ def test_tool_choice_naming_an_unbound_search_is_a_400(client: OpenAI, acme):
         )
     assert refused.value.body["param"] == "tool_choice"
     assert "does not run" in refused.value.body["message"]
+
+
+def test_unbinding_drops_the_tool_again_at_once(client: OpenAI, searxng, people):
+    from responses_api.catalogue.services.web_search import web_search_unbind
+
+    ask = '[[call:web_search {"query": "now"}]] [[text:plain]]'
+    first = client.responses.create(model="sim-model", input=ask, tools=[{"type": "web_search"}])
+    assert first.output[0].type == "web_search_call"
+    web_search_unbind(organisation=people["acme"], actor=CLI)
+    second = client.responses.create(model="sim-model", input=ask, tools=[{"type": "web_search"}])
+    assert [item.type for item in second.output] == ["message"]
+    assert "hosted_tools_dropped" in [n["code"] for n in second.switchyard["notices"]]
