@@ -15,7 +15,8 @@ rolled back: the plan it prints is the one a real run would carry out.
 
 Upstream API keys are never written in the file: ``api_key_env: NAME``
 names the environment variable holding one. MCP servers (``mcp_servers``,
-``admin_api.provision_mcp``) take their secrets from the environment too.
+``admin_api.provision_mcp``) take their secrets from the environment too,
+and so does the ``web_search`` provider (``api_key_env``).
 
 A backend may say ``allow_private: true`` (a private or link-local address,
 ``responses_api.catalogue.addresses``), which the management API refuses:
@@ -35,7 +36,12 @@ from accounts.models import ApiKey, Organisation
 from accounts.services.api_keys import api_key_create, api_key_revoke, api_key_update
 from accounts.services.organisations import organisation_ensure, organisation_settings_update
 from admin_api.errors import first_error, from_service
-from admin_api.provision_mcp import mcp_server_apply, mcp_servers_prune
+from admin_api.provision_mcp import (
+    mcp_server_apply,
+    mcp_servers_prune,
+    web_search_apply,
+    web_search_prune,
+)
 from admin_api.provision_plan import Plan, ProvisionError
 from admin_api.serializers.accounts import ApiKeySerializer, OrganisationSerializer
 from admin_api.serializers.catalogue import BackendSerializer, ModelSerializer
@@ -45,7 +51,16 @@ from responses_api.catalogue.services.served_models import model_delete
 from responses_api.models import REASONING_LEVELS, Backend, ServedModel
 from responses_api.runtime.secrets import decrypt
 
-ORG_FIELDS = ("slug", "name", "settings", "backends", "models", "keys", "mcp_servers")
+ORG_FIELDS = (
+    "slug",
+    "name",
+    "settings",
+    "backends",
+    "models",
+    "keys",
+    "mcp_servers",
+    "web_search",
+)
 
 
 def _fail(path: str, exc: serializers.ValidationError | Exception) -> ProvisionError:
@@ -149,9 +164,13 @@ def _organisation(
         mcp_server_apply(e, f"{path}.mcp_servers[{i}]", plan, organisation, environ)
         for i, e in enumerate(_entries(entry.get("mcp_servers"), f"{path}.mcp_servers"))
     ]
+    if entry.get("web_search") is not None:
+        web_search_apply(entry["web_search"], f"{path}.web_search", plan, organisation, environ)
     if prune:
         _prune(plan, organisation, backends=backends, models=models, keys=keys)
         mcp_servers_prune(plan, organisation, kept=servers)
+        if entry.get("web_search") is None:
+            web_search_prune(plan, organisation)
 
 
 def _backend(

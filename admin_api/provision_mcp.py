@@ -1,4 +1,5 @@
-"""The ``mcp_servers`` of an organisation in ``manage.py apply``'s file
+"""The ``mcp_servers`` and the ``web_search`` provider of an organisation in
+``manage.py apply``'s file
 (``admin_api.provision``): validated by the management API's serializer and
 written by the MCP server services, compared first so that a file applied
 twice changes nothing.
@@ -22,11 +23,17 @@ from accounts.models import Organisation
 from admin_api.errors import first_error, from_service
 from admin_api.provision_plan import Plan, ProvisionError
 from admin_api.serializers.mcp import McpServerSerializer
+from admin_api.serializers.web_search import WebSearchProviderSerializer
 from responses_api.catalogue.mcp_entries import mcp_headers
 from responses_api.catalogue.services.mcp_servers import (
     mcp_server_create,
     mcp_server_delete,
     mcp_server_update,
+)
+from responses_api.catalogue.services.web_search import (
+    web_search_bind,
+    web_search_provider_of,
+    web_search_unbind,
 )
 from responses_api.models import McpServer
 from responses_api.runtime.secrets import decrypt
@@ -119,3 +126,55 @@ def mcp_servers_prune(plan: Plan, organisation: Organisation, *, kept: list[str]
     for server in McpServer.objects.filter(organisation=organisation).exclude(label__in=kept):
         mcp_server_delete(server=server, actor=CLI)
         plan.add("delete", "mcp_server", f"{organisation.slug}/{server.label}")
+
+
+def web_search_apply(
+    entry: object,
+    path: str,
+    plan: Plan,
+    organisation: Organisation,
+    environ: Mapping[str, str],
+) -> None:
+    """Bind the organisation's declared web search provider (``web_search``):
+    its key from ``api_key_env``, never the file. With ``prune``, an
+    organisation whose entry leaves it out is unbound (``web_search_prune``)."""
+    if not isinstance(entry, dict):
+        raise ProvisionError(f"{path}: a mapping of the provider's fields.")
+    data = dict(entry)
+    if "api_key" in data:
+        raise ProvisionError(
+            f"{path}.api_key: never write a key in the file; put it in an environment "
+            "variable and name that with api_key_env."
+        )
+    if "api_key_env" in data:
+        data["api_key"] = _variable(environ, data.pop("api_key_env"), f"{path}.api_key_env")
+    allow_private = data.pop("allow_private", None)
+    if allow_private is not None and not isinstance(allow_private, bool):
+        raise ProvisionError(f"{path}.allow_private: true or false.")
+    serializer = WebSearchProviderSerializer(data=data, partial=True)
+    if not serializer.is_valid():
+        raise _refusal(path, serializers.ValidationError(serializer.errors))
+    clean = dict(serializer.validated_data)
+    if allow_private is not None:
+        clean["allow_private"] = allow_private
+    current = web_search_provider_of(organisation)
+    if current is not None:
+        key = clean.get("api_key")
+        if key is not None and decrypt(current.api_key_encrypted) == key.strip():
+            clean.pop("api_key")
+        clean = {k: v for k, v in clean.items() if k == "api_key" or getattr(current, k) != v}
+        if not clean:
+            plan.add("unchanged", "web_search", organisation.slug)
+            return
+    _call(path, web_search_bind, organisation=organisation, actor=CLI, data=clean)
+    plan.add(
+        "create" if current is None else "update",
+        "web_search",
+        organisation.slug,
+        [] if current is None else sorted(clean),
+    )
+
+
+def web_search_prune(plan: Plan, organisation: Organisation) -> None:
+    if web_search_unbind(organisation=organisation, actor=CLI):
+        plan.add("delete", "web_search", organisation.slug)

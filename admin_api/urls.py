@@ -26,6 +26,7 @@ from admin_api.views.docs import docs
 from admin_api.views.mcp import McpServerViewSet
 from admin_api.views.summary import UsageSummaryViewSet
 from admin_api.views.usage import UsageViewSet
+from admin_api.views.web_search import WebSearchViewSet
 
 app_name = "admin_api"
 
@@ -56,6 +57,13 @@ urlpatterns = [
         name="organisation",
     ),
     re_path(r"^me/?$", MeViewSet.as_view({"get": "retrieve"}), name="me"),
+    re_path(
+        r"^web-search/?$",
+        WebSearchViewSet.as_view(
+            {"get": "retrieve", "put": "update", "patch": "update", "delete": "destroy"}
+        ),
+        name="web-search",
+    ),
     # Before the usage list: time buckets built on the usage roll-ups.
     re_path(
         r"^usage/summary/?$",

@@ -246,6 +246,9 @@ LOGGING = {
         # One line per upstream call would double the request log.
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # The hosted tools' client: a search's URL holds the model's query.
+        "httpx2": {"level": "WARNING"},
+        "httpcore2": {"level": "WARNING"},
     },
 }
 
@@ -326,6 +329,8 @@ SWITCHYARD_MCP_LIST_TIMEOUT_SECONDS = read("SWITCHYARD_MCP_LIST_TIMEOUT_SECONDS"
 SWITCHYARD_MCP_CALL_TIMEOUT_SECONDS = read("SWITCHYARD_MCP_CALL_TIMEOUT_SECONDS")
 SWITCHYARD_MCP_DEADLINE_SECONDS = read("SWITCHYARD_MCP_DEADLINE_SECONDS")
 SWITCHYARD_MCP_OUTPUT_BYTES = read("SWITCHYARD_MCP_OUTPUT_BYTES")
+SWITCHYARD_WEB_SEARCH_TIMEOUT_SECONDS = read("SWITCHYARD_WEB_SEARCH_TIMEOUT_SECONDS")
+SWITCHYARD_WEB_SEARCH_OUTPUT_BYTES = read("SWITCHYARD_WEB_SEARCH_OUTPUT_BYTES")
 SWITCHYARD_MCP_MAX_TURNS = read("SWITCHYARD_MCP_MAX_TURNS")
 # What one POST /v1/embeddings may ask, and read of its backend (docs/api/embeddings.md).
 SWITCHYARD_EMBEDDINGS_MAX_INPUTS = read("SWITCHYARD_EMBEDDINGS_MAX_INPUTS")

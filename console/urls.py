@@ -14,6 +14,7 @@ from console.views import (
     signin,
     support,
     usage,
+    web_search,
 )
 from console.views.base import member_view, signed_in_view
 
@@ -102,6 +103,13 @@ urlpatterns = [
         "mcp-servers/<uuid:server_id>/remove/",
         member_view()(mcp_servers.mcp_server_remove),
         name="mcp_server_remove",
+    ),
+    # Web search
+    path("web-search/", member_view("mcp_manage")(web_search.web_search_edit), name="web_search"),
+    path(
+        "web-search/remove/",
+        member_view("mcp_manage")(web_search.web_search_remove),
+        name="web_search_remove",
     ),
     # Usage and traces
     path("usage/", member_view()(usage.usage_list), name="usage"),

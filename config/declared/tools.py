@@ -1,4 +1,4 @@
-"""The tools the gateway runs for a request: remote MCP servers."""
+"""The tools the gateway runs for a request: remote MCP servers, web search."""
 
 from __future__ import annotations
 
@@ -44,6 +44,22 @@ SETTINGS = (
         16,
         "Backend calls one response may make while it runs MCP tools (a model that keeps "
         "calling tools ends there, with what it answered).",
+        UPSTREAM,
+    ),
+    Setting(
+        "SWITCHYARD_WEB_SEARCH_TIMEOUT_SECONDS",
+        "float",
+        20.0,
+        "Seconds one web search may take at the bound provider (an API or an MCP server's "
+        "tool); past them the search fails and the model is told so.",
+        UPSTREAM,
+    ),
+    Setting(
+        "SWITCHYARD_WEB_SEARCH_OUTPUT_BYTES",
+        "int",
+        1024 * 1024,
+        "The most a search provider's answer may hold, in bytes; a larger answer fails the "
+        "search and the model is told so.",
         UPSTREAM,
     ),
 )

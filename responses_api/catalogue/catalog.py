@@ -20,6 +20,7 @@ from responses_api.translate.request import ModelLimits
 
 if TYPE_CHECKING:
     from responses_api.catalogue.mcp_entries import McpOrganisation, McpServerEntry
+    from responses_api.catalogue.web_search import WebSearchBinding
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,8 @@ class Catalog:
     # The registered MCP servers and the client-server switch
     # (``catalogue.mcp_entries``); None in a catalogue built by hand.
     mcp: McpOrganisation | None = None
+    # The web search provider it bound (``catalogue.web_search``), if any.
+    web_search: WebSearchBinding | None = None
 
 
 _cache: dict[int, tuple[float, float, Catalog]] = {}  # org → (expires, loaded, catalog)
@@ -163,6 +166,7 @@ def _compared(backend_ids: set[Any]) -> set[Any]:
 
 def load_catalog(organisation_id: int) -> Catalog:
     from responses_api.catalogue.mcp_entries import load_mcp_organisation
+    from responses_api.catalogue.web_search import load_web_search
     from responses_api.models import ServedModel
 
     by_name: dict[str, ModelEntry] = {}
@@ -203,7 +207,10 @@ def load_catalog(organisation_id: int) -> Catalog:
         for alias in model.aliases or ():
             by_name.setdefault(alias, entry)
     return Catalog(
-        by_name=by_name, models=tuple(models), mcp=load_mcp_organisation(organisation_id)
+        by_name=by_name,
+        models=tuple(models),
+        mcp=load_mcp_organisation(organisation_id),
+        web_search=load_web_search(organisation_id),
     )
 
 
@@ -255,3 +262,9 @@ async def mcp_servers_for(organisation_id: int) -> dict[str, McpServerEntry]:
     included (the resolver says a disabled server is disabled). Another
     organisation's servers are never in it."""
     return dict((await mcp_organisation_for(organisation_id)).servers)
+
+
+async def web_search_for(organisation_id: int) -> WebSearchBinding | None:
+    """The organisation's enabled web search binding, with its key decrypted
+    for the search only; never another organisation's."""
+    return (await get_catalog(organisation_id)).web_search

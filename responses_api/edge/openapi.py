@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any
 
 from responses_api.api.conversations import MetadataUpdate, NewConversation, NewItems
+from responses_api.edge.openapi_items import ITEM_SCHEMAS, OUTPUT_ITEM
 from responses_api.edge.routes import PREFIXES, ROUTES, Operation, Schema
 from responses_api.protocol.body import REFUSAL_MESSAGES, CreateResponse
 from responses_api.protocol.compact import CompactRequest, CountRequest
@@ -92,12 +93,9 @@ RESPONSE = {
         "model": {"type": "string"},
         "output": {
             "type": "array",
-            "description": "Output items: message, reasoning, function_call, custom_tool_call.",
-            "items": {
-                "type": "object",
-                "required": ["type"],
-                "properties": {"type": {"type": "string"}, "id": {"type": "string"}},
-            },
+            "description": "Output items: message, reasoning, function and tool calls, "
+            "and the items of the hosted tools the gateway runs.",
+            "items": OUTPUT_ITEM,
         },
         "output_text": {"type": "string"},
         "error": {"type": ["object", "null"]},
@@ -381,6 +379,7 @@ def openapi_schema() -> dict[str, Any]:
                 "StreamEvent": STREAM_EVENT,
                 "ModelList": MODEL_LIST,
                 "Error": ERROR_SCHEMA,
+                **ITEM_SCHEMAS,
             },
         },
     }

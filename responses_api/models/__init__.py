@@ -1,4 +1,5 @@
-"""Backends, the models they serve, the usage log; MCP servers in ``models.mcp``."""
+"""Backends, the models they serve, the usage log; MCP servers in ``models.mcp``,
+web search providers in ``models.web_search``."""
 
 import uuid
 
@@ -11,6 +12,7 @@ from responses_api.models.stored import Conversation as Conversation
 from responses_api.models.stored import ConversationItem as ConversationItem
 from responses_api.models.stored import StoredItem as StoredItem
 from responses_api.models.stored import StoredResponse as StoredResponse
+from responses_api.models.web_search import WebSearchProvider as WebSearchProvider
 from responses_api.runtime import histogram
 
 

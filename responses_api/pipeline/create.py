@@ -23,9 +23,10 @@ from responses_api.pipeline import auto_compact, failover
 from responses_api.pipeline.admission import admit
 from responses_api.pipeline.call import Call, Output, Reply
 from responses_api.pipeline.exchange import Exchange
+from responses_api.pipeline.hosted import HostedKinds
 from responses_api.pipeline.parse import parse_request
 from responses_api.pipeline.relay import read_answer, relay_stream
-from responses_api.pipeline.tool_loop import Hosted, answer_with_tools, hosted_tools
+from responses_api.pipeline.tool_loop import answer_with_tools, hosted_tools
 from responses_api.pipeline.turn_state import turn_backend
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import (
@@ -83,7 +84,7 @@ class Plan:
     draft: ChatDraft
     compacting: compaction.Compacting
     # The request's MCP servers and the tools they offer (None: it has none).
-    hosted: Hosted | None = None
+    hosted: HostedKinds | None = None
 
 
 async def create_response(
@@ -169,16 +170,16 @@ async def plan_response(call: Call, request: CreateResponse, model: ModelEntry, 
 
 
 def translated(
-    caller: Caller, model: ModelEntry, hosted: Hosted | None, request: CreateResponse
+    caller: Caller, model: ModelEntry, hosted: HostedKinds | None, request: CreateResponse
 ) -> ChatDraft:
     """``request`` as every route's chat request starts (``ChatDraft``), with
-    the tools of its MCP servers offered in place of its ``mcp`` tools."""
+    the functions of the hosted tools the gateway runs offered in their place."""
     return prepare_chat(
         request,
         limits=model.limits,
         seal=reasoning_seal(caller.organisation_id),
         cache_salt=cache_salt(caller.organisation_id),
-        mcp_tools=hosted.mcp_tools() if hosted is not None else None,
+        hosted=hosted.tools() if hosted is not None else None,
     )
 
 
@@ -195,7 +196,7 @@ async def generate(call: Call, plan: Plan, mode: Mode) -> None:
     )
     if ahead is not None:
         request, draft = ahead.request, ahead.draft
-        if plan.hosted is not None:  # the summary's draft offers no MCP tool
+        if plan.hosted is not None:  # the summary's draft offers no hosted tool
             caller = exchange.caller
             assert caller is not None
             draft = translated(caller, model, plan.hosted, request)

@@ -23,8 +23,6 @@ from responses_api.pipeline.client import CLIENT_ID_LENGTH, NO_CLIENT, Client
 from responses_api.pipeline.facts import (
     NO_TOOLS,
     NOT_ASKED,
-    TOOL_ERROR_CHARS,
-    TOOL_LOG_MAX,
     UNENDED,
     UNPLACED,
     Asked,
@@ -162,26 +160,10 @@ class Exchange:
         timing = self.timing
         timing.queue_wait_ms = (timing.queue_wait_ms or 0.0) + ms
 
-    def tool_ran(
-        self,
-        *,
-        failed: bool,
-        ms: float,
-        kind: str = "mcp",
-        server: str = "",
-        name: str = "",
-        error: str | None = None,
-    ) -> None:
-        """A hosted tool's call ended (``pipeline.mcp_calls.run_call``)."""
-        used = self.tools
-        log = used.log
-        if len(log) < TOOL_LOG_MAX:
-            call = {"type": kind, "server": server, "name": name, "ms": round(ms, 3)}
-            call["status"] = "failed" if failed else "completed"
-            if failed and error:
-                call["error"] = error[:TOOL_ERROR_CHARS]
-            log = (*log, call)
-        self.tools = ToolUse(used.calls + 1, used.errors + failed, used.ms + ms, log)
+    def tool_ran(self, *, failed: bool, ms: float, call: dict[str, Any] | None = None) -> None:
+        """A hosted tool's call ended (``pipeline.hosted.counted``); ``call``
+        says which, for the trace page."""
+        self.tools = self.tools.ran(call or {}, failed=failed, ms=ms)
 
     def attempt(self, backend: BackendEntry, reason: str, prefix_tokens: int) -> None:
         """A try on ``backend`` starts (failover may make several), chosen

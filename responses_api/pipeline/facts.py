@@ -77,6 +77,16 @@ class ToolUse(NamedTuple):
     ms: float = 0.0
     log: tuple[dict[str, Any], ...] = ()
 
+    def ran(self, call: dict[str, Any], *, failed: bool, ms: float) -> ToolUse:
+        """With one more call ended, logged while the log has room."""
+        logged = {**call, "ms": round(ms, 3), "status": "failed" if failed else "completed"}
+        if not failed:
+            logged.pop("error", None)
+        elif isinstance(error := logged.get("error"), str):
+            logged["error"] = error[:TOOL_ERROR_CHARS]
+        log = self.log if len(self.log) >= TOOL_LOG_MAX else (*self.log, logged)
+        return ToolUse(self.calls + 1, self.errors + failed, self.ms + ms, log)
+
 
 TOOL_LOG_MAX = 50
 # What of a failed call's error the trace keeps.

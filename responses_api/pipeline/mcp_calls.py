@@ -21,6 +21,7 @@ import orjson
 from django.conf import settings
 
 from responses_api.catalogue.mcp_resolve import ResolvedMcpServer
+from responses_api.pipeline.hosted import counted
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import invalid
 from responses_api.protocol.items import (
@@ -30,10 +31,16 @@ from responses_api.protocol.items import (
 )
 from responses_api.runtime import once
 from responses_api.store.seal import approval_sealed
-from responses_api.tools.logs import redact
 from responses_api.translate.items import Item
 from responses_api.translate.stream import StreamTranslator
-from responses_api.translate.tool_turns import ListedTool, approved_call, mcp_result
+from responses_api.translate.tool_turns import (
+    ListedTool,
+    approved_call,
+    list_tools,
+    mcp_result,
+    waiting_calls,
+)
+from responses_api.translate.tools import HostedFunction, ToolRef
 
 if TYPE_CHECKING:
     from responses_api.pipeline.exchange import Exchange
@@ -67,16 +74,52 @@ class Offer:
 
 @dataclass(frozen=True, slots=True)
 class Hosted:
-    """The request's MCP servers, listed."""
+    """The request's MCP servers, listed: the hosted kind ``mcp``
+    (``pipeline.hosted.HostedKind``)."""
 
     offers: tuple[Offer, ...]
+    types: frozenset[str] = frozenset({"mcp"})
 
-    def mcp_tools(self) -> list[tuple[str, ListedTool]]:
-        """What the translation offers the model: each server's tools."""
-        return [(offer.server.label, tool) for offer in self.offers for tool in offer.tools]
+    def functions(self) -> list[HostedFunction]:
+        """What the model is offered: each server's tools, named for it."""
+        return [
+            HostedFunction(
+                ToolRef(
+                    kind="mcp",
+                    name=tool.name,
+                    namespace=offer.server.label,
+                    approval=tool.needs_approval,
+                ),
+                tool.description,
+                tool.input_schema,
+            )
+            for offer in self.offers
+            for tool in offer.tools
+        ]
 
     def offer(self, label: str | None) -> Offer | None:
         return next((o for o in self.offers if o.server.label == label), None)
+
+    def opening(self, translator: StreamTranslator) -> list[dict[str, Any]]:
+        """Each server's ``mcp_list_tools`` item."""
+        events: list[dict[str, Any]] = []
+        for offer in self.offers:
+            events += list_tools(translator, offer.server.label, offer.tools)
+        return events
+
+    def waiting(self, translator: StreamTranslator) -> list[Item]:
+        return waiting_calls(translator)
+
+    async def run(
+        self, exchange: Exchange, translator: StreamTranslator, item: Item, deadline: float
+    ) -> list[dict[str, Any]]:
+        return await run_call(exchange, self, item, deadline)
+
+    def refuse(self, item: Item, error: str) -> list[dict[str, Any]]:
+        return mcp_result(item, error=error)
+
+    def results(self) -> dict[str, str]:
+        return {}  # an mcp_call item holds its output
 
 
 async def run_call(
@@ -84,24 +127,10 @@ async def run_call(
 ) -> list[dict[str, Any]]:
     """Run one call the model made; its result, as the events that end it.
     The exchange counts the call, whether it failed and its time (the row's)."""
-    started = time.perf_counter()
-    events = await _called(hosted, item, deadline)
-    done = item.done_item
-    assert done is not None
-    failed = done["status"] == "failed"
-    error = done.get("error")
-    offer = hosted.offer(done["server_label"])
-    if isinstance(error, str) and offer is not None:
-        # A hostile server may echo the credentials it was sent.
-        error = redact(error, offer.client().secrets())
-    exchange.tool_ran(
-        failed=failed,
-        ms=(time.perf_counter() - started) * 1000,
-        server=done["server_label"],
-        name=done["name"],
-        error=error if isinstance(error, str) else None,
-    )
-    return events
+    offer = hosted.offer(item.done_item["server_label"]) if item.done_item else None
+    # The credentials the server is sent, kept out of the trace's error.
+    secrets = offer.client().secrets() if offer is not None else []
+    return await counted(exchange, item, _called(hosted, item, deadline), secrets=secrets)
 
 
 async def _called(hosted: Hosted, item: Item, deadline: float) -> list[dict[str, Any]]:

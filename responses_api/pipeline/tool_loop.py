@@ -1,19 +1,24 @@
-"""The tool loop: the MCP tools a request offers, run by the gateway.
+"""The tool loop: the hosted tools a request offers, run by the gateway
+(each kind plugs in through ``pipeline.hosted.HostedKind``: MCP servers,
+web search).
 
-Two stages of ``create_response`` (docs/api/mcp-tools.md):
+Two stages of ``create_response`` (docs/api/mcp-tools.md, docs/api/web-search.md):
 
-* :func:`hosted_tools`, before the request is translated: each
-  ``{"type": "mcp"}`` tool is resolved to a server (the organisation's
-  registered one wins; ``catalogue.mcp_resolve``) and its tools are listed,
-  all servers at once, so that the translation offers the allowed ones to
-  the model as functions. A server that cannot list its tools fails the
-  request (424), as a backend that cannot answer does.
+* :func:`hosted_tools`, before the request is translated: the kinds the
+  request offers and the organisation runs. Each ``{"type": "mcp"}`` tool
+  is resolved to a server (the organisation's registered one wins;
+  ``catalogue.mcp_resolve``) and its tools are listed, all servers at
+  once, so that the translation offers the allowed ones to the model as
+  functions. A server that cannot list its tools fails the request (424),
+  as a backend that cannot answer does. A ``web_search`` tool runs where
+  the organisation bound a search provider (``pipeline.web_searches``).
 * :func:`answer_with_tools`, in place of one relay: the backend answers;
-  the MCP calls it made are run (each bounded in time and output), their
-  results go to the client as ``mcp_call`` items and back to the model, and
-  the backend is asked again, until it answers without calling one of them,
-  or the response's bounds end the loop: ``max_tool_calls``, the turns and
-  the deadline of the settings.
+  the hosted calls it made are run (each bounded in time and output), their
+  results go to the client as their items (``mcp_call``,
+  ``web_search_call``) and back to the model, and the backend is asked
+  again, until it answers without calling one of them, or the response's
+  bounds end the loop: ``max_tool_calls``, the turns and the deadline of
+  the settings.
 
 A tool's output is untrusted input: the client (``tools.mcp``) caps it and
 never raises for what a server does, so a hostile server fails its call,
@@ -38,35 +43,41 @@ from responses_api.catalogue.mcp_resolve import ResolvedMcpServer, resolve_mcp_t
 from responses_api.pipeline.admission import admit_turn
 from responses_api.pipeline.call import Call, Output
 from responses_api.pipeline.failover import Attempt
+from responses_api.pipeline.hosted import HostedKind, HostedKinds
 from responses_api.pipeline.mcp_calls import (
     Hosted,
     Offer,
     answered_approvals,
-    run_call,
     tool_needs_approval,
 )
 from responses_api.pipeline.relay import start
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import ApiError, invalid
 from responses_api.protocol.items import InputItem
-from responses_api.protocol.tools import HostedTool
+from responses_api.protocol.tools import HostedChoice, HostedTool
 from responses_api.store.seal import approval_id
 from responses_api.translate.request import ChatDraft
-from responses_api.translate.tool_turns import (
-    ListedTool,
-    approval_requested,
-    mcp_result,
-    next_call,
-    waiting_calls,
-)
-from responses_api.translate.tool_turns import (
-    list_tools as list_tools_item,
-)
+from responses_api.translate.tool_turns import ListedTool, approval_requested, next_call
 
 Upstream = AbstractAsyncContextManager[Attempt]
 
 
-async def hosted_tools(caller: Caller, request: CreateResponse) -> Hosted | None:
+async def hosted_tools(caller: Caller, request: CreateResponse) -> HostedKinds | None:
+    """The hosted kinds the request offers and the gateway runs for it
+    (None when there is none)."""
+    from responses_api.pipeline.web_searches import web_search_kind
+
+    kinds: list[HostedKind] = []
+    mcp = await _mcp_servers(caller, request)
+    if mcp is not None:
+        kinds.append(mcp)
+    search = await web_search_kind(caller, request)
+    if search is not None:
+        kinds.append(search)
+    return HostedKinds(tuple(kinds)) if kinds else None
+
+
+async def _mcp_servers(caller: Caller, request: CreateResponse) -> Hosted | None:
     """Resolve and list the request's MCP servers (None when it has none)."""
     wanted = [
         (index, tool.model_dump())
@@ -131,7 +142,7 @@ Draft = Callable[[CreateResponse], ChatDraft]
 async def answer_with_tools(
     call: Call,
     output: Output,
-    hosted: Hosted,
+    hosted: HostedKinds,
     request: CreateResponse,
     *,
     draft: ChatDraft,
@@ -139,19 +150,24 @@ async def answer_with_tools(
     relay: Relay,
     translate: Draft,
 ) -> None:
-    """Relay the backend's answers and run the MCP calls they make, until
+    """Relay the backend's answers and run the hosted calls they make, until
     one answers without such a call (see the module's docstring)."""
     translator = output.translator
     if output.writer is not None and not call.responder.started:
         # Started before the first item, which its snapshot must not hold yet.
         await start(call.responder, output.writer, translator)
-    for offer in hosted.offers:
-        await _write(call, output, list_tools_item(translator, offer.server.label, offer.tools))
+    for kind in hosted.kinds:
+        await _write(call, output, kind.opening(translator))
     deadline = time.monotonic() + settings.SWITCHYARD_MCP_DEADLINE_SECONDS
     caller = call.exchange.caller
     assert caller is not None
     organisation_id = caller.organisation_id
-    approved = await answered_approvals(call.exchange, hosted, request, translator, deadline)
+    mcp = hosted.of(Hosted)
+    approved = (
+        await answered_approvals(call.exchange, mcp, request, translator, deadline)
+        if mcp is not None
+        else []
+    )
     if approved:
         await _write(call, output, approved)
         draft = translate(_continued(request, translator.output()))
@@ -183,21 +199,21 @@ async def answer_with_tools(
                 item.done_item["arguments"],
             )
             await _write(call, output, approval_requested(item, sealed))
-        waiting = waiting_calls(translator)
+        waiting = hosted.waiting(translator)
         if not waiting:
             return
         if turn + 1 == settings.SWITCHYARD_MCP_MAX_TURNS and not asking:
             # A call left waiting at the last turn ends with the response.
-            for item in waiting:
-                await _write(call, output, mcp_result(item, error=_LAST_TURN))
+            for kind, item in waiting:
+                await _write(call, output, kind.refuse(item, _LAST_TURN))
             return
         events = []
-        for item in waiting:
+        for kind, item in waiting:
             if budget is not None and made >= budget:
-                events += mcp_result(item, error=f"max_tool_calls ({budget}) was reached.")
+                events += kind.refuse(item, f"max_tool_calls ({budget}) was reached.")
                 continue
             made += 1
-            events += await run_call(call.exchange, hosted, item, deadline)
+            events += await kind.run(call.exchange, translator, item, deadline)
         await _write(call, output, events)
         if asking:
             return
@@ -216,7 +232,11 @@ def _continued(request: CreateResponse, made: Sequence[dict[str, Any]]) -> Creat
         if isinstance(request.input, str)
         else list(request.input)
     )
-    return request.model_copy(update={"input": [*earlier, *_ITEMS.validate_python(made)]})
+    update: dict[str, Any] = {"input": [*earlier, *_ITEMS.validate_python(made)]}
+    if isinstance(request.tool_choice, HostedChoice):
+        # A hosted tool the client chose is called once: then the model answers.
+        update["tool_choice"] = "auto"
+    return request.model_copy(update=update)
 
 
 _ITEMS: TypeAdapter[list[InputItem]] = TypeAdapter(list[InputItem])

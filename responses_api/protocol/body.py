@@ -210,7 +210,7 @@ class CreateResponse(BaseModel):
                 raise RefusedParameter(name)
         if (
             isinstance(self.tool_choice, HostedChoice)
-            and self.tool_choice.type in HOSTED_TOOL_TYPES
+            and self.tool_choice.type in HOSTED_TOOL_TYPES - CHOSEN_WHEN_RUN
         ):
             raise RefusedParameter(
                 "tool_choice",
@@ -223,14 +223,22 @@ class CreateResponse(BaseModel):
                 "tool_choice of type 'allowed_tools' takes a 'mode' of 'auto' or 'required' "
                 "and a list of 'tools'.",
             )
-        if isinstance(self.tool_choice, HostedChoice) and not isinstance(
-            self.tool_choice, FunctionChoice | AllowedToolsChoice
+        if (
+            isinstance(self.tool_choice, HostedChoice)
+            and not isinstance(self.tool_choice, FunctionChoice | AllowedToolsChoice)
+            and self.tool_choice.type not in CHOSEN_WHEN_RUN
         ):
             raise RefusedParameter(
                 "tool_choice", f"Unsupported tool_choice type '{self.tool_choice.type}'."
             )
         return self
 
+
+# Hosted tools a tool_choice may name: refused later, at translation, where
+# the organisation does not run them (``translate.tools.ChatTools.choice``).
+CHOSEN_WHEN_RUN = frozenset(
+    {"web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26"}
+)
 
 REFUSAL_MESSAGES = {
     "prompt": "Stored prompt templates ('prompt') are not supported.",

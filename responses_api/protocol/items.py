@@ -231,6 +231,17 @@ class HostedItem(Loose):
     type: StrictStr
 
 
+class WebSearchCallItem(HostedItem):
+    """A web search of an earlier response: given back to the model where
+    the organisation runs web search (its query and the sources it shows),
+    else skipped with a notice like any hosted item."""
+
+    type: Literal["web_search_call"]
+    id: StrictStr | None = Field(default=None, max_length=128)
+    status: StrictStr | None = Field(default=None, max_length=32)
+    action: InstanceOf[dict[str, Any]] | None = None
+
+
 ITEM_TAGS = {
     "message": "MessageItem",
     "function_call": "FunctionCallItem",
@@ -245,6 +256,7 @@ ITEM_TAGS = {
     "context_compaction": "CompactionItem",
     "compaction_trigger": "CompactionTriggerItem",
     **dict.fromkeys(HOSTED_ITEM_TYPES, "HostedItem"),
+    "web_search_call": "WebSearchCallItem",
     "mcp_call": "McpCallItem",
     "mcp_approval_request": "McpApprovalRequestItem",
     "mcp_approval_response": "McpApprovalResponseItem",
@@ -288,6 +300,7 @@ InputItem = Annotated[
     | Annotated[McpCallItem, Tag("McpCallItem")]
     | Annotated[McpApprovalRequestItem, Tag("McpApprovalRequestItem")]
     | Annotated[McpApprovalResponseItem, Tag("McpApprovalResponseItem")]
+    | Annotated[WebSearchCallItem, Tag("WebSearchCallItem")]
     | Annotated[HostedItem, Tag("HostedItem")]
     | Annotated[HostedItem, BeforeValidator(_refuse_item), Tag("Refused")],
     Discriminator(_item_tag),

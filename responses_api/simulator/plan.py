@@ -113,7 +113,7 @@ def plan_of(request: dict[str, Any], *, breaks: frozenset[str]) -> dict[str, Any
     response_format = request.get("response_format") or {}
     if last.get("role") == "tool":
         text = f"Tool result: {text_of(last.get('content'))}"
-        words = words_of(text)
+        words = words_of((directives.get("answer") or [text])[0])
     elif text_of(last.get("content")) == SUMMARY_PROMPT:
         words = words_of(summary_of(messages, text_of))
     elif "text" in directives:

@@ -30,7 +30,8 @@ vLLM refuses it.
 
 With a ``json_schema`` response format and no ``[[text:...]]``, the answer is
 a JSON document generated from the schema; with ``json_object``, a small
-object. After a tool result the simulator answers with "Tool result: <output>".
+object. After a tool result it answers "Tool result: <output>", or the text
+of ``[[answer:...]]`` in the last user message (an answer citing sources).
 It models a prefix cache (``cached_tokens`` = the longest prefix of this
 prompt it processed recently) and an optional concurrency limit, and keeps
 counters at ``GET /_sim/stats`` so tests can see what it produced and

@@ -359,7 +359,7 @@ class AheadTranslator(StreamTranslator):
             max_tool_calls=base.max_tool_calls,
             created_at=base.created_at,
             quiet=base.quiet,
-            seal=base.seal,
+            seal=base.closing.seal,
             max_output_tokens=base.output_cap.max_output_tokens,
         )
         self.items.append(Item("compaction", 0, item["id"], closed=True, done_item=item))

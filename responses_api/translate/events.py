@@ -11,13 +11,26 @@ Pure: the builders touch nothing but the item they are given.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from responses_api.translate.citations import Annotator
+from responses_api.translate.hosted_calls import SHAPES
 from responses_api.translate.items import Item, call_item
 from responses_api.translate.response import message_item
 from responses_api.translate.sealing import ReasoningSeal
 
 Event = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Closing:
+    """What a text item gets as it closes: the seal of its reasoning, when
+    the client asked for ``reasoning.encrypted_content``, and the citations
+    of an answer written after a web search (``translate.citations``)."""
+
+    seal: ReasoningSeal | None = None
+    annotate: Annotator | None = None
 
 
 def text_opened(item: Item) -> list[Event]:
@@ -53,16 +66,27 @@ def text_opened(item: Item) -> list[Event]:
     ]
 
 
-def text_closed(item: Item, status: str, seal: ReasoningSeal | None) -> list[Event]:
-    """A message or reasoning item ends; ``seal``, when the client asked for
-    ``reasoning.encrypted_content``, seals the reasoning for it to carry."""
+def text_closed(item: Item, status: str, closing: Closing) -> list[Event]:
+    """A message or reasoning item ends (``closing``: its seal, its citations)."""
     text = "".join(item.text)
     base = {"item_id": item.item_id, "output_index": item.output_index}
+    seal = closing.seal
     if item.kind == "message":
-        done = message_item(item.item_id, text, status)
+        annotations = closing.annotate(text) if closing.annotate is not None else []
+        done = message_item(item.item_id, text, status, annotations)
         item.done_item = done
         part = done["content"][0]
         return [
+            *(
+                {
+                    "type": "response.output_text.annotation.added",
+                    **base,
+                    "content_index": 0,
+                    "annotation_index": index,
+                    "annotation": annotation,
+                }
+                for index, annotation in enumerate(annotations)
+            ),
             {
                 "type": "response.output_text.done",
                 **base,
@@ -92,6 +116,16 @@ def text_closed(item: Item, status: str, seal: ReasoningSeal | None) -> list[Eve
 
 
 def call_added(item: Item) -> list[Event]:
+    shape = SHAPES.get(item.ref.kind) if item.ref is not None else None
+    if shape is not None:
+        return [
+            {
+                "type": "response.output_item.added",
+                "output_index": item.output_index,
+                "item": shape.added(item),
+            },
+            *shape.opened(item),
+        ]
     added: Event = {
         "type": "response.output_item.added",
         "output_index": item.output_index,
@@ -140,6 +174,14 @@ def call_closed(item: Item, status: str) -> list[Event]:
     arguments are whole, but the call is not done: it is ``calling`` until
     the gateway has run it (``translate.tool_turns.mcp_result``)."""
     base = {"item_id": item.item_id, "output_index": item.output_index}
+    shape = SHAPES.get(item.ref.kind) if item.ref is not None else None
+    if shape is not None:
+        if status == "completed":
+            item.pending = True  # until the gateway has run it
+            return shape.closed(item)
+        item.done_item = {**shape.added(item), "status": status}
+        ended: Event = {"type": "response.output_item.done", "output_index": item.output_index}
+        return [{**ended, "item": item.done_item}]
     if item.kind == "mcp_approval_request":
         item.done_item = call_item(item, status)
         return []

@@ -3,7 +3,8 @@
 Each item a client may send back becomes what the model would have seen
 when it was made: its own messages, its tool calls and their results, its
 reasoning (opened from the seal it was carried in), and the calls the
-gateway ran for it on MCP servers. Hosted tools' other items are skipped,
+gateway ran for it on MCP servers, and its web searches where one is
+bound (their query and sources). Hosted tools' other items are skipped,
 with a notice (``request.prepare_chat``).
 """
 
@@ -31,9 +32,11 @@ from responses_api.protocol.items import (
     ReasoningItem,
     ToolSearchCallItem,
     ToolSearchOutputItem,
+    WebSearchCallItem,
 )
 from responses_api.protocol.tools import Tool
 from responses_api.translate.content import text_of, user_content
+from responses_api.translate.hosted_calls import searched_again
 from responses_api.translate.messages import ChatMessages
 from responses_api.translate.sealing import ReasoningSeal, SealBroken
 from responses_api.translate.tool_turns import mcp_output_text
@@ -131,7 +134,19 @@ def add_item(
     elif isinstance(item, McpApprovalRequestItem | McpApprovalResponseItem):
         pass
     elif isinstance(item, HostedItem):
-        if item.type not in _NOT_FOR_THE_MODEL:
+        search = tools.hosted_name("web_search") if isinstance(item, WebSearchCallItem) else None
+        if search is not None:
+            call_id, arguments, result = searched_again(item.model_dump(), index)
+            result = tools.results.get(call_id, result)
+            messages.add_call(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": search, "arguments": arguments},
+                }
+            )
+            messages.add_tool_result(call_id, result)
+        elif item.type not in _NOT_FOR_THE_MODEL:
             skipped.append(item.type)
     elif isinstance(item, CompactionItem | CompactionTriggerItem):
         # Opened before translation (``translate.compaction.resolve``); never dropped.

@@ -36,6 +36,8 @@ class Item:
     # custom tool calls: the decoded ``input`` streamed so far
     decoder: StringFieldDecoder | None = None
     streamed: list[str] = field(default_factory=list)
+    # A hosted call (``translate.hosted_calls``) closed and not yet run.
+    pending: bool = False
 
 
 def new_call(call_id: str | None, chat_name: str, tools: dict[str, ToolRef]) -> Item:
@@ -46,12 +48,14 @@ def new_call(call_id: str | None, chat_name: str, tools: dict[str, ToolRef]) -> 
     )
     if ref.approval:
         kind = "mcp_approval_request"
+    if ref.item is not None:  # a hosted kind's call: its own item type and id prefix
+        kind = ref.item[0]
     prefix = {
         "custom_tool_call": "ctc",
         "tool_search_call": "tsc",
         "mcp_call": "mcp",
         "mcp_approval_request": "mcpr",
-    }.get(kind, "fc")
+    }.get(kind, ref.item[1] if ref.item is not None else "fc")
     item = Item(
         kind,
         -1,

@@ -13,7 +13,7 @@ they build is ``translate.messages``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,12 @@ from responses_api.protocol.errors import invalid
 from responses_api.protocol.items import (
     ToolSearchOutputItem,
 )
-from responses_api.protocol.tools import AllowedToolsChoice, FunctionChoice, HostedTool
+from responses_api.protocol.tools import (
+    AllowedToolsChoice,
+    FunctionChoice,
+    HostedChoice,
+    HostedTool,
+)
 from responses_api.translate.dialects import (
     REASONING_FIELD,
     apply_cache_salt,
@@ -34,10 +39,22 @@ from responses_api.translate.dialects import (
 from responses_api.translate.history import add_item
 from responses_api.translate.messages import DRAFT_REASONING_FIELD, ChatMessages, rename_reasoning
 from responses_api.translate.sealing import ReasoningSeal
-from responses_api.translate.tool_turns import ListedTool
-from responses_api.translate.tools import ChatTools, ToolRef, not_among_tools
+from responses_api.translate.tools import (
+    ChatTools,
+    HostedFunction,
+    ToolRef,
+    hosted_not_run,
+    not_among_tools,
+)
 
-__all__ = ["ChatDraft", "ChatPlan", "ModelLimits", "build_chat_request", "prepare_chat"]
+__all__ = [
+    "ChatDraft",
+    "ChatPlan",
+    "HostedTools",
+    "ModelLimits",
+    "build_chat_request",
+    "prepare_chat",
+]
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
@@ -50,6 +67,18 @@ class ModelLimits:
     temperature: float | None = None
     top_p: float | None = None
     supports_vision: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class HostedTools:
+    """The hosted tools the gateway runs for a request (``pipeline.hosted``):
+    the request's tool types they stand for, the functions offered in their
+    place, and what the model reads of the calls run so far in this
+    response where their items do not hold it (by item id)."""
+
+    runs: frozenset[str]
+    functions: Sequence[HostedFunction] = ()
+    results: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -132,7 +161,7 @@ def prepare_chat(
     limits: ModelLimits,
     seal: ReasoningSeal | None = None,
     cache_salt: str | None = None,
-    mcp_tools: Sequence[tuple[str, ListedTool]] | None = None,
+    hosted: HostedTools | None = None,
 ) -> ChatDraft:
     """Translate the request's messages and tools, once whatever route serves
     it. Raises :class:`ApiError` for what the request asks that cannot be done.
@@ -141,21 +170,18 @@ def prepare_chat(
     client carries back sealed, and seals the answer's when the request
     includes ``reasoning.encrypted_content``. Without it, sealed reasoning
     is refused. ``cache_salt`` is the organisation's, for the backends that
-    partition their prefix cache by it. ``mcp_tools``, when the gateway runs
-    the request's MCP tools: each server's label and the tools it offers,
-    in place of the request's ``mcp`` tools (else dropped, as hosted tools)."""
+    partition their prefix cache by it. ``hosted``, when the gateway runs
+    some of the request's hosted tools: the functions offered in their place
+    (the others are dropped, with a notice)."""
     tools = ChatTools()
+    runs = hosted.runs if hosted is not None else frozenset()
     for tool in request.tools or ():
-        if mcp_tools is None or not (isinstance(tool, HostedTool) and tool.type == "mcp"):
+        if not (isinstance(tool, HostedTool) and tool.type in runs):
             tools.add(tool)
-    for label, listed in mcp_tools or ():
-        tools.add_mcp(
-            label,
-            listed.name,
-            listed.description,
-            listed.input_schema,
-            approval=listed.needs_approval,
-        )
+    for function in hosted.functions if hosted is not None else ():
+        tools.add_hosted(function)
+    if hosted is not None:
+        tools.results = hosted.results
 
     messages = ChatMessages()
     if request.instructions:
@@ -208,6 +234,8 @@ def prepare_chat(
             body["parallel_tool_calls"] = request.parallel_tool_calls
     elif isinstance(request.tool_choice, FunctionChoice):
         raise not_among_tools(request.tool_choice.name)
+    elif isinstance(request.tool_choice, HostedChoice):
+        raise hosted_not_run(request.tool_choice.type)
 
     max_output_tokens = _max_tokens(request, limits, notices, chat_messages)
     if max_output_tokens is not None:

@@ -92,13 +92,16 @@ def _as_sent(model: BaseModel) -> dict[str, Any]:
     return out
 
 
-def message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
+def message_item(
+    item_id: str, text: str, status: str, annotations: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    part = {"type": "output_text", "text": text, "annotations": annotations or [], "logprobs": []}
     return {
         "id": item_id,
         "type": "message",
         "role": "assistant",
         "status": status,
-        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+        "content": [part],
     }
 
 

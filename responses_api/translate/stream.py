@@ -22,6 +22,7 @@ from typing import Any
 
 from responses_api.translate.chunks import Chunk, Delta, ToolCallDelta, check_chunk
 from responses_api.translate.events import (
+    Closing,
     Event,
     call_added,
     call_arguments,
@@ -66,8 +67,7 @@ class StreamTranslator:
         self.echo = echo
         self.tools = tools or {}
         self.max_tool_calls = max_tool_calls
-        # Seals reasoning items (include: reasoning.encrypted_content).
-        self.seal = seal
+        self.closing = Closing(seal)  # seals reasoning, cites sources
         self.created_at = int(created_at if created_at is not None else time.time())
         self.items: list[Item] = []
         self.open_text: Item | None = None  # the message or reasoning item being written
@@ -292,7 +292,7 @@ class StreamTranslator:
         if item is self.active_call:
             self.active_call = None
         if item.kind == "message" or item.kind == "reasoning":
-            return text_closed(item, status, self.seal)
+            return text_closed(item, status, self.closing)
         return call_closed(item, status)
 
     def close_items(self, status: str | None = None) -> list[Event]:

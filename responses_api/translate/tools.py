@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from responses_api.protocol.tools import (
     CustomTool,
     FunctionChoice,
     FunctionTool,
+    HostedChoice,
     HostedTool,
     NamespaceTool,
     Tool,
@@ -40,6 +42,19 @@ class ToolRef:
     namespace: str | None = None
     # An MCP tool whose calls wait for the client's approval.
     approval: bool = False
+    # A hosted kind's tool (``translate.hosted_calls``): the item type its
+    # calls become and their id prefix.
+    item: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostedFunction:
+    """A function the gateway offers the model for a hosted tool it runs;
+    ``ref`` says what its calls become."""
+
+    ref: ToolRef
+    description: str
+    parameters: dict[str, Any]
 
 
 def _chat_name(name: str, namespace: str | None, taken: dict[str, ToolRef]) -> str:
@@ -75,6 +90,9 @@ class ChatTools:
         self.by_client_name: dict[tuple[str | None, str], str] = {}
         self.namespaces: set[str] = set()
         self.dropped: list[str] = []
+        # What the model reads of the hosted calls run in this response, by
+        # item id (``request.HostedTools``).
+        self.results: Mapping[str, str] = {}
 
     def add(self, tool: Tool) -> None:
         if isinstance(tool, HostedTool) or (
@@ -143,6 +161,23 @@ class ChatTools:
             function["description"] = description
         self.chat_tools.append({"type": "function", "function": function})
 
+    def add_hosted(self, function: HostedFunction) -> None:
+        """A hosted kind's function (``pipeline.hosted``), under its own name."""
+        ref = function.ref
+        if (ref.namespace, ref.name) in self.by_client_name:
+            return
+        chat_name = _chat_name(ref.name, ref.namespace, self.refs)
+        self.refs[chat_name] = ref
+        self.by_client_name[(ref.namespace, ref.name)] = chat_name
+        spec: dict[str, Any] = {"name": chat_name, "parameters": function.parameters}
+        if function.description:
+            spec["description"] = function.description
+        self.chat_tools.append({"type": "function", "function": spec})
+
+    def hosted_name(self, kind: str) -> str | None:
+        """The chat name of the hosted kind's function, when it is offered."""
+        return next((chat for chat, ref in self.refs.items() if ref.kind == kind), None)
+
     def chat_name_for(self, name: str, namespace: str | None) -> str:
         return self.by_client_name.get((namespace, name)) or (
             f"{namespace}__{name}" if namespace else name
@@ -177,6 +212,11 @@ class ChatTools:
             return {"type": "function", "function": {"name": chat_name}}
         if isinstance(choice, AllowedToolsChoice):
             return choice.mode
+        if isinstance(choice, HostedChoice):
+            chat_name = self.hosted_name(_HOSTED_CHOICE.get(choice.type) or choice.type)
+            if chat_name is None:
+                raise hosted_not_run(choice.type)
+            return {"type": "function", "function": {"name": chat_name}}
         return None
 
     def allow_only(self, choice: AllowedToolsChoice) -> None:
@@ -227,13 +267,29 @@ class ChatTools:
                 for (ns, _), chat in self.by_client_name.items()
                 if ns == label and self.refs[chat].kind == "mcp"
             ]
+        elif (chat_name := self.hosted_name(_HOSTED_CHOICE.get(kind) or kind)) is not None:
+            return [chat_name]  # a hosted tool the gateway runs
         elif kind in self.dropped:
             return []  # a hosted tool of the request: dropped, as it would be anyway
         what = f"the {kind} tool '{name}'" if isinstance(name, str) else f"a '{kind}' tool"
         raise invalid(f"{param} names {what}, which is not among the tools.", param=param)
 
 
+# The tool types that name a hosted kind's function in ``allowed_tools``.
+_HOSTED_CHOICE = {
+    "web_search_preview": "web_search",
+    "web_search_preview_2025_03_11": "web_search",
+    "web_search_2025_08_26": "web_search",
+}
+
 _ANY_KIND = frozenset({"function", "custom", "tool_search"})
+
+
+def hosted_not_run(kind: str) -> ApiError:
+    return invalid(
+        f"tool_choice names the hosted tool '{kind}', which this server does not run.",
+        param="tool_choice",
+    )
 
 
 def not_among_tools(name: str) -> ApiError:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, usage_rows, wait_for, wait_rows
+from tests.tools.conftest import search_api  # noqa: F401  (the fake search provider)
 
 pytestmark = [
     pytest.mark.codex,
@@ -190,3 +191,28 @@ def _cli():
     from accounts.audit import CLI
 
     return CLI
+
+
+def test_codex_s_web_search_runs_on_the_bound_provider(codex, search_api):  # noqa: F811
+    """Codex offers ``{"type": "web_search"}`` by default: dropped with a
+    notice where nothing is bound, run where a provider is."""
+    from accounts.audit import CLI
+    from responses_api.catalogue.services.web_search import web_search_bind
+
+    web_search_bind(
+        organisation=codex.tenant.organisation,
+        actor=CLI,
+        data={"kind": "searxng", "base_url": search_api.url, "allow_private": True},
+    )
+    marker = f"searched-{uuid.uuid4().hex[:8]}"
+    result = codex(
+        'Look it up. [[call:web_search {"query": "eiffel tower"}]] '
+        f"[[answer:{marker}: it opened in 1889 [1].]]"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert marker in result.stdout, result.stdout[-3000:]
+    # The gateway ran the search: the model answered after reading its results.
+    searched = wait_for(
+        lambda: [r for r in usage_rows(organisation=codex.tenant.organisation) if r.tool_calls]
+    )
+    assert [(row.tool_calls, row.tool_errors) for row in searched] == [(1, 0)]

@@ -116,3 +116,18 @@ def test_fuzzing_the_api_from_its_schema_finds_no_server_error(case, fuzz_target
             unsupported_method,
         ],
     )
+
+
+def test_the_document_names_the_hosted_tools_item_shapes():
+    from responses_api.edge.openapi import openapi_schema
+
+    document = openapi_schema()
+    schemas = document["components"]["schemas"]
+    search = schemas["WebSearchCall"]
+    assert search["properties"]["type"] == {"const": "web_search_call"}
+    assert "sources" in search["properties"]["action"]["properties"]
+    assert schemas["UrlCitation"]["properties"]["type"] == {"const": "url_citation"}
+    items = schemas["Response"]["properties"]["output"]["items"]["anyOf"]
+    refs = {item.get("$ref") for item in items}
+    for name in ("WebSearchCall", "McpCall", "McpListTools", "McpApprovalRequest"):
+        assert f"#/components/schemas/{name}" in refs

@@ -83,3 +83,10 @@ def run_alone(coroutine):
         return result, [t for t in asyncio.all_tasks() if t is not current]
 
     return asyncio.run(main())
+
+
+@pytest.fixture(scope="session")
+def search_api() -> Iterator[Proc]:
+    server = start_server("tests.tools.servers.search_api", "search-api", "/health")
+    yield server
+    server.stop()

@@ -54,10 +54,17 @@ def test_a_call_is_run_and_answered_in_one_response(client: OpenAI, calc, acme):
     assert (row.tool_calls, row.tool_errors) == (1, 0) and row.tool_ms > 0
     [logged] = row.tool_log
     assert logged == {
-        "type": "mcp", "server": "calc", "name": "add", "status": "completed", "ms": logged["ms"]
+        "type": "mcp",
+        "server": "calc",
+        "name": "add",
+        "status": "completed",
+        "ms": logged["ms"],
     }
     assert usage_row_dict(row)["tools"] == {
-        "calls": 1, "errors": 0, "ms": row.tool_ms, "log": [logged]
+        "calls": 1,
+        "errors": 0,
+        "ms": row.tool_ms,
+        "log": [logged],
     }
 
 

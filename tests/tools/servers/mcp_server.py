@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import sys
 
 import uvicorn
@@ -46,6 +47,25 @@ def echo(text: str) -> str:
 )
 def lookup(word: str) -> str:
     return {"mcp": "Model Context Protocol"}.get(word, "unknown")
+
+
+@server.tool(description="Search a small index: its results as JSON.")
+def search(query: str) -> str:
+    slug = "-".join(query.lower().split())
+    return json.dumps(
+        [
+            {
+                "title": f"Docs on {query}",
+                "url": f"https://docs.example.io/{slug}",
+                "snippet": f"Reference for {query}.",
+            },
+            {
+                "title": f"Forum: {query}",
+                "url": f"https://forum.example.io/{slug}",
+                "snippet": "A thread.",
+            },
+        ]
+    )
 
 
 @server.tool(description="Always fails, as a tool error.")

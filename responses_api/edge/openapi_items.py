@@ -1,0 +1,116 @@
+"""The shapes of the output items of hosted tools the gateway runs, for the
+OpenAPI document (``edge.openapi``): ``web_search_call`` with the
+``url_citation`` annotations its answer gets (docs/api/web-search.md), and
+the MCP items (docs/api/mcp-tools.md), as OpenAI's types define them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+REF = "#/components/schemas/{model}"
+
+_STRING = {"type": "string"}
+_NULLABLE = {"type": ["string", "null"]}
+
+ITEM_SCHEMAS: dict[str, Any] = {
+    "WebSearchCall": {
+        "type": "object",
+        "description": "A web search the gateway ran on the organisation's provider.",
+        "required": ["id", "type", "status", "action"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^ws_"},
+            "type": {"const": "web_search_call"},
+            "status": {"enum": ["in_progress", "searching", "completed", "failed", "incomplete"]},
+            "action": {
+                "type": "object",
+                "required": ["type"],
+                "properties": {
+                    "type": {"const": "search"},
+                    "query": _STRING,
+                    "sources": {
+                        "type": "array",
+                        "description": "Only with include: ['web_search_call.action.sources'].",
+                        "items": {
+                            "type": "object",
+                            "required": ["type", "url"],
+                            "properties": {"type": {"const": "url"}, "url": _STRING},
+                        },
+                    },
+                },
+            },
+        },
+    },
+    "UrlCitation": {
+        "type": "object",
+        "description": "An answer's citation of a search result, on its output_text.",
+        "required": ["type", "start_index", "end_index", "url", "title"],
+        "properties": {
+            "type": {"const": "url_citation"},
+            "start_index": {"type": "integer", "minimum": 0},
+            "end_index": {"type": "integer", "minimum": 0},
+            "url": _STRING,
+            "title": _STRING,
+        },
+    },
+    "McpListTools": {
+        "type": "object",
+        "required": ["id", "type", "server_label", "tools"],
+        "properties": {
+            "id": _STRING,
+            "type": {"const": "mcp_list_tools"},
+            "server_label": _STRING,
+            "tools": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "input_schema"],
+                    "properties": {
+                        "name": _STRING,
+                        "description": _NULLABLE,
+                        "input_schema": {"type": "object"},
+                        "annotations": {"type": ["object", "null"]},
+                    },
+                },
+            },
+            "error": _NULLABLE,
+        },
+    },
+    "McpCall": {
+        "type": "object",
+        "required": ["id", "type", "server_label", "name", "arguments"],
+        "properties": {
+            "id": _STRING,
+            "type": {"const": "mcp_call"},
+            "status": {"enum": ["in_progress", "calling", "completed", "failed", "incomplete"]},
+            "server_label": _STRING,
+            "name": _STRING,
+            "arguments": _STRING,
+            "output": _NULLABLE,
+            "error": _NULLABLE,
+            "approval_request_id": _NULLABLE,
+        },
+    },
+    "McpApprovalRequest": {
+        "type": "object",
+        "required": ["id", "type", "server_label", "name", "arguments"],
+        "properties": {
+            "id": _STRING,
+            "type": {"const": "mcp_approval_request"},
+            "server_label": _STRING,
+            "name": _STRING,
+            "arguments": _STRING,
+        },
+    },
+}
+
+OUTPUT_ITEM = {
+    "anyOf": [
+        *({"$ref": REF.format(model=name)} for name in ITEM_SCHEMAS if name != "UrlCitation"),
+        {
+            "type": "object",
+            "description": "message, reasoning, function_call, custom_tool_call, …",
+            "required": ["type"],
+            "properties": {"type": {"type": "string"}, "id": {"type": "string"}},
+        },
+    ]
+}
