@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organisation
-from responses_api.files.selectors import file_quota, files_used_bytes
+from responses_api.files.selectors import file_get, file_quota, files_used_bytes
 from responses_api.files.storage import content_delete, content_save
 from responses_api.files.upload import over_quota
 from responses_api.models import FileRecord
@@ -79,11 +79,8 @@ def file_create(
 
 def file_delete(*, organisation_id: int, file_id: str) -> bool:
     """Delete the organisation's file and its content; False when it has no such file."""
-    record = (
-        FileRecord.objects.filter(organisation_id=organisation_id, id=file_id)
-        .only("storage_name")
-        .first()
-    )
+    # An expired file is gone already for its organisation; the purge removes it.
+    record = file_get(organisation_id=organisation_id, file_id=file_id)
     if record is None:
         return False
     _remove(record)
