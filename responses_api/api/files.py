@@ -24,6 +24,8 @@ from responses_api.protocol.errors import ApiError, invalid
 PURPOSES = ("user_data", "assistants")
 EXPIRES_MIN, EXPIRES_MAX = 3600, 30 * 24 * 3600
 LIST_MAX = 10000
+# Set by the web server on an upload it stopped reading past the cap.
+REFUSED = b"x-switchyard-body-refused"
 
 
 def _organisation_id(call: Call) -> int:
@@ -85,6 +87,8 @@ async def create_file(call: Call) -> Reply:
     encoding = call.headers.get(b"content-encoding", b"identity").strip().lower()
     if encoding != b"identity":
         raise invalid("An upload cannot be compressed: send it without Content-Encoding.")
+    if call.headers.get(REFUSED):
+        raise too_large(cap)  # refused by the server as it arrived (config/upload_limits.py)
     length = call.headers.get(b"content-length")
     if length is not None and length.isdigit() and int(length) > cap + OVERHEAD:
         raise too_large(cap)  # refused unread
