@@ -90,8 +90,8 @@ def test_delete_removes_the_file_and_its_content(acme, files_dir):
 
 
 def test_expires_after_is_reported_and_an_expired_file_is_gone(acme, tenants):
-    from responses_api.files.service import files_purge
     from responses_api.models import FileRecord
+    from responses_api.tasks import purge_stored_responses
 
     created = upload(acme, expires_after={"anchor": "created_at", "seconds": 3600})
     assert created.expires_at == created.created_at + 3600
@@ -105,7 +105,7 @@ def test_expires_after_is_reported_and_an_expired_file_is_gone(acme, tenants):
     FileRecord.objects.filter(id=created.id).update(
         expires_at=FileRecord.objects.get(id=created.id).created_at
     )
-    assert files_purge() >= 1
+    assert purge_stored_responses() >= 1
     assert not FileRecord.objects.filter(id=created.id).exists()
 
 
