@@ -60,7 +60,7 @@ class OrganisationSerializer(StrictSerializer):
         "organisation's registered MCP servers are reached.",
     )
     file_quota_bytes = StrictIntegerField(
-        min_value=0,
+        min_value=1,
         max_value=2**62,
         allow_null=True,
         required=False,
