@@ -163,8 +163,11 @@ class _BodyLimits:
                 self._refuse(413)
             return
         super().gotLength(length)  # type: ignore[misc]
+        seconds = upload_limits.body_seconds(self._upload)
         self._deadline = reactor.callLater(  # type: ignore[attr-defined]
-            upload_limits.body_seconds(self._upload), self._refuse, 408
+            seconds,  # type: ignore[arg-type]
+            self._refuse,
+            408,
         )
 
     def _cap(self) -> int:

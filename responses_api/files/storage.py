@@ -35,12 +35,13 @@ class ContentBroken(Exception):
 def files_storage() -> Storage:
     """The storage the settings name, built once per configuration."""
     if settings.SWITCHYARD_FILES_STORAGE == "s3":
+        s3 = settings.SWITCHYARD_FILES_S3
         return _s3(
-            settings.SWITCHYARD_FILES_S3_BUCKET,
-            settings.SWITCHYARD_FILES_S3_ENDPOINT_URL,
-            settings.SWITCHYARD_FILES_S3_REGION,
-            settings.SWITCHYARD_FILES_S3_ACCESS_KEY_ID,
-            settings.SWITCHYARD_FILES_S3_SECRET_ACCESS_KEY,
+            s3["bucket"],
+            s3["endpoint_url"],
+            s3["region"],
+            s3["access_key_id"],
+            s3["secret_access_key"],
         )
     return _local(settings.SWITCHYARD_FILES_DIR)
 
@@ -52,7 +53,7 @@ def _local(location: str) -> Storage:
 
 @functools.lru_cache(maxsize=4)
 def _s3(bucket: str, endpoint: str, region: str, key_id: str, secret: str) -> Storage:
-    from storages.backends.s3 import S3Storage
+    from storages.backends.s3 import S3Storage  # type: ignore[import-untyped]
 
     return S3Storage(
         bucket_name=bucket,
