@@ -51,4 +51,6 @@ def mark_refused(request: Any) -> tuple[bytes, bytes, bytes]:
     request.requestHeaders.setRawHeaders(REFUSED, [b"413"])
     request.requestHeaders.setRawHeaders(b"connection", [b"close"])
     channel = request.channel
+    # Closed once answered: what follows on it is the rest of this body.
+    channel.persistent = False
     return channel._command, channel._path, channel._version
