@@ -132,6 +132,11 @@ async def list_files(call: Call) -> Reply:
     if order not in ("asc", "desc"):
         raise invalid("order must be 'asc' or 'desc'.", param="order")
     purpose = query.get("purpose") or None
+    if purpose is not None and purpose not in PURPOSES:
+        raise invalid(
+            "purpose must be one of " + ", ".join(f"'{p}'" for p in PURPOSES) + ".",
+            param="purpose",
+        )
     page = await sync_to_async(selectors.files_page)(
         organisation_id=organisation_id,
         purpose=purpose,

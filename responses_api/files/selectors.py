@@ -24,7 +24,15 @@ def _live(organisation_id: int, now: datetime | None = None) -> Any:
     )
 
 
+def _plausible(file_id: str) -> bool:
+    # Ids are minted short and without NUL, which PostgreSQL refuses in text:
+    # such an id names no file, and is not sent to the database.
+    return "\x00" not in file_id and len(file_id) <= 64
+
+
 def file_get(*, organisation_id: int, file_id: str) -> FileRecord | None:
+    if not _plausible(file_id):
+        return None
     return _live(organisation_id).filter(id=file_id).first()
 
 
@@ -62,6 +70,8 @@ def files_page(
         files = files.filter(purpose=purpose)
     newest_first = order == "desc"
     if after:
+        if not _plausible(after):
+            return None
         anchor = files.filter(id=after).values_list("created_at", "id").first()
         if anchor is None:
             return None

@@ -149,3 +149,18 @@ def test_every_files_request_leaves_one_usage_row(acme, tenants):
         ]
     )
     assert len(usage_rows(organisation=tenants[0].organisation)) == 5
+
+
+def test_the_openapi_document_lists_the_files_endpoints(files_server):
+    document = httpx.get(files_server.url + "/api/v1/openapi.json", timeout=10).json()
+    paths = document["paths"]
+    assert set(paths["/files"]) == {"get", "post"}
+    assert set(paths["/files/{file_id}"]) >= {"get", "delete"}
+    assert "get" in paths["/files/{file_id}/content"]
+    upload = paths["/files"]["post"]["requestBody"]["content"]
+    assert upload == {
+        "multipart/form-data": {"schema": {"$ref": "#/components/schemas/FileUpload"}}
+    }
+    assert document["components"]["schemas"]["FileObject"]["properties"]["object"] == {
+        "const": "file"
+    }
