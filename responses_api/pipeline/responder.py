@@ -58,6 +58,8 @@ class Responder:
             (b"content-type", media_type),
             (b"content-length", b"%d" % len(body)),
             (b"x-content-type-options", b"nosniff"),
+            # A download, never a page of this origin (an uploaded .html file).
+            (b"content-disposition", b"attachment"),
             *self.base_headers(),
         ]
         self.started = True

@@ -32,6 +32,8 @@ def test_upload_answers_a_file_object_and_its_content_comes_back(acme, files_dir
     content = acme.files.content(created.id)
     assert content.content == b"a,b\n1,2\n"
     assert content.response.headers["content-type"].startswith("text/csv")
+    assert content.response.headers["content-disposition"] == "attachment"
+    assert content.response.headers["x-content-type-options"] == "nosniff"
     # At rest the content is sealed: the plain bytes appear in no stored file.
     stored = [p.read_bytes() for p in files_dir.rglob("*") if p.is_file()]
     assert stored and not any(b"a,b\n1,2" in data for data in stored)
