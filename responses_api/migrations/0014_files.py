@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('accounts', '0011_organisation_file_quota'),
+        ('accounts', '0010_organisation_client_mcp_servers'),
         ('responses_api', '0013_usage_tool_calls'),
     ]
 
