@@ -70,6 +70,8 @@ CAPABILITIES: dict[str, frozenset[str]] = {
     "backend_manage": frozenset({OWNER, ADMIN}),
     "model_manage": frozenset({OWNER, ADMIN}),
     "mcp_manage": frozenset({OWNER, ADMIN}),
+    # Uploaded files (the Files API), which the organisation's keys create.
+    "file_manage": frozenset({OWNER, ADMIN, DEVELOPER}),
     "member_manage": frozenset({OWNER, ADMIN}),
     "owner_manage": frozenset({OWNER}),
     "settings_manage": frozenset({OWNER, ADMIN}),

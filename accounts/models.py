@@ -36,6 +36,9 @@ class Organisation(models.Model):
     # Whether a request's ``mcp`` tool may name its own ``server_url``; off,
     # only the organisation's registered servers (``McpServer``) are reached.
     allow_client_mcp_servers = models.BooleanField(default=False)
+    # Bytes of uploaded files (the Files API) it may keep in all; None:
+    # SWITCHYARD_FILES_QUOTA_BYTES.
+    file_quota_bytes = models.PositiveBigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -91,6 +91,7 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any
 
+from config import upload_limits
 from config.patch_support import Patch, Refused, logger, missing, refusal, unused_by
 from config.patches_bounds import (
     build_backpressure,
@@ -147,26 +148,46 @@ class _BodyLimits:
     _refused = False
     _deadline: Any = None
 
+    _upload = False
+
     def gotLength(self, length: int | None) -> None:
-        from django.conf import settings
         from twisted.internet import reactor
 
-        if length is not None and length > settings.SWITCHYARD_MAX_BODY_BYTES:
-            self._refuse(413)
+        self.requestHeaders.removeHeader(upload_limits.REFUSED)  # type: ignore[attr-defined]
+        self._upload = upload_limits.is_upload(self.channel)  # type: ignore[attr-defined]
+        if length is not None and length > self._cap():
+            if self._upload:
+                super().gotLength(0)  # type: ignore[misc]
+                self._hand_over()
+            else:
+                self._refuse(413)
             return
         super().gotLength(length)  # type: ignore[misc]
+        seconds = upload_limits.body_seconds(self._upload)
         self._deadline = reactor.callLater(  # type: ignore[attr-defined]
-            settings.SWITCHYARD_BODY_TIMEOUT_SECONDS, self._refuse, 408
+            seconds,  # type: ignore[arg-type]
+            self._refuse,
+            408,
         )
 
-    def handleContentChunk(self, data: bytes) -> None:
-        from django.conf import settings
+    def _cap(self) -> int:
+        return upload_limits.body_cap(self._upload)
 
+    def _hand_over(self) -> None:
+        """An upload past its cap: answered by the application (upload_limits)."""
+        self._refused = True
+        self._stop_deadline()
+        super().requestReceived(*upload_limits.mark_refused(self))  # type: ignore[misc]
+
+    def handleContentChunk(self, data: bytes) -> None:
         if self._refused:
             return
         self._received += len(data)
-        if self._received > settings.SWITCHYARD_MAX_BODY_BYTES:
-            self._refuse(413)
+        if self._received > self._cap():
+            if self._upload:
+                self._hand_over()
+            else:
+                self._refuse(413)
             return
         super().handleContentChunk(data)  # type: ignore[misc]
 

@@ -273,9 +273,7 @@ fernet_refusals(
 # how long a revocation takes to reach every web process.
 SWITCHYARD_AUTH_CACHE_SECONDS = read("SWITCHYARD_AUTH_CACHE_SECONDS")
 SWITCHYARD_CATALOG_CACHE_SECONDS = read("SWITCHYARD_CATALOG_CACHE_SECONDS")
-# For tests only: an instant (Unix seconds) the rate limiter takes for now, so
-# that its one-minute windows stand still in a server process a test starts
-# (tests/routing/test_limits.py). Refused in production.
+# For tests only (tests/routing/test_limits.py); refused in production.
 SWITCHYARD_TEST_RATE_LIMIT_NOW = read("SWITCHYARD_TEST_RATE_LIMIT_NOW")
 if PRODUCTION and SWITCHYARD_TEST_RATE_LIMIT_NOW is not None:
     raise ImproperlyConfigured(
@@ -287,21 +285,23 @@ SWITCHYARD_READ_TIMEOUT = read("SWITCHYARD_READ_TIMEOUT")
 # How long a non-streamed request waits for the backend's first token before
 # a 504 (a model's own first_token_timeout takes precedence).
 SWITCHYARD_FIRST_TOKEN_TIMEOUT = read("SWITCHYARD_FIRST_TOKEN_TIMEOUT")
-# Backends on loopback, private, CGNAT and other non-public addresses
-# (responses_api/catalogue/addresses.py). On in the embedded default, where
-# the simulator and local model servers listen on 127.0.0.1; off in
-# production, where an organisation admin must not reach the platform's own
-# network through a backend URL. Link-local and cloud metadata addresses
-# stay refused either way: only a backend's allow_private flag, set by
-# platform staff, opens them (or these).
+# Backends on non-public addresses (responses_api/catalogue/addresses.py):
+# on in the embedded default, off in production (config/declared/gateway.py).
 SWITCHYARD_BACKEND_ALLOW_PRIVATE = read("SWITCHYARD_BACKEND_ALLOW_PRIVATE", default=not PRODUCTION)
 # Largest request body accepted, in bytes.
 SWITCHYARD_MAX_BODY_BYTES = read("SWITCHYARD_MAX_BODY_BYTES")
+# The Files API (docs/api/files.md); the bucket's settings by SWITCHYARD_FILES_S3_<NAME>.
+SWITCHYARD_FILES_STORAGE = read("SWITCHYARD_FILES_STORAGE")
+SWITCHYARD_FILES_DIR = read("SWITCHYARD_FILES_DIR", default=str(BASE_DIR / "data" / "files"))
+_S3 = ("bucket", "endpoint_url", "region", "access_key_id", "secret_access_key")
+SWITCHYARD_FILES_S3 = {name: read(f"SWITCHYARD_FILES_S3_{name.upper()}") for name in _S3}
+SWITCHYARD_FILES_MAX_BYTES = read("SWITCHYARD_FILES_MAX_BYTES")
+SWITCHYARD_FILES_QUOTA_BYTES = read("SWITCHYARD_FILES_QUOTA_BYTES")
+SWITCHYARD_FILES_UPLOAD_TIMEOUT_SECONDS = read("SWITCHYARD_FILES_UPLOAD_TIMEOUT_SECONDS")
 # A request body not complete this long after its headers is answered 408.
 SWITCHYARD_BODY_TIMEOUT_SECONDS = read("SWITCHYARD_BODY_TIMEOUT_SECONDS")
-# A request's line and headers not complete this long after its connection
-# opened (or, on a kept-alive connection, after its first byte): the
-# connection is closed (config/patches.py, header_timeout).
+# A request's line and headers not complete this long: the connection is
+# closed (config/patches.py, header_timeout).
 SWITCHYARD_HEADER_TIMEOUT_SECONDS = read("SWITCHYARD_HEADER_TIMEOUT_SECONDS")
 # A client that reads nothing of its response for this long while the
 # server's write buffer is full: the connection is closed and the request

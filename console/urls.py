@@ -7,6 +7,7 @@ from console.views import (
     catalogue,
     codex,
     dashboard,
+    files,
     keys,
     mcp_servers,
     organisation,
@@ -88,6 +89,13 @@ urlpatterns = [
         name="model_undeploy",
     ),
     # MCP servers
+    # Files (the Files API's)
+    path("files/", member_view()(files.file_list), name="files"),
+    path(
+        "files/<str:file_id>/delete/",
+        member_view("file_manage")(files.file_remove),
+        name="file_remove",
+    ),
     path("mcp-servers/", member_view()(mcp_servers.mcp_server_list), name="mcp_servers"),
     path(
         "mcp-servers/new/",

@@ -20,12 +20,13 @@ def drain_usage() -> int:
 
 @shared_task
 def purge_stored_responses() -> int:
-    """Deletes expired stored responses and conversations, in batches (reads
-    ignore them already)."""
+    """Deletes expired stored responses, conversations and files (past their
+    ``expires_after``), in batches (reads ignore them already)."""
+    from responses_api.files.service import files_purge
     from responses_api.store.conversations import conversations_purge
     from responses_api.store.responses import responses_purge
 
-    return responses_purge() + conversations_purge()
+    return responses_purge() + conversations_purge() + files_purge()
 
 
 @shared_task

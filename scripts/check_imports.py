@@ -47,7 +47,7 @@ PARTS = (
     ("models",),
     ("translate",),
     ("access", "catalogue"),
-    ("usage", "store", "backends", "tools"),
+    ("usage", "store", "backends", "tools", "files"),
     ("pipeline",),
     ("api",),
     ("background",),

@@ -1,6 +1,6 @@
 """Creating an organisation and changing its settings: its name, retention,
-the default limits and spend limits of its keys, and whether requests may
-name their own MCP servers."""
+the default limits and spend limits of its keys, whether requests may
+name their own MCP servers, and its file quota."""
 
 from __future__ import annotations
 
@@ -78,6 +78,8 @@ SETTINGS_CHECKS: dict[str, Check] = {
     "default_concurrency": optional_count,
     "currency": currency_field,
     **dict.fromkeys(SPEND_FIELDS, spend_limit_clean),
+    # Bytes of uploaded files it may keep; empty: SWITCHYARD_FILES_QUOTA_BYTES.
+    "file_quota_bytes": optional_count,
     # Off: a request's mcp tool reaches only the registered servers.
     "allow_client_mcp_servers": lambda field, value: flag_field(value, field=field),
 }

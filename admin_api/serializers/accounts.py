@@ -29,6 +29,7 @@ from admin_api.serializers.spend import (
     month_spend,
     spend_body,
 )
+from responses_api.files.selectors import files_used_bytes
 from responses_api.models import ServedModel
 
 
@@ -58,8 +59,21 @@ class OrganisationSerializer(StrictSerializer):
         help_text="Whether a request's mcp tool may name its own server_url; off, only the "
         "organisation's registered MCP servers are reached.",
     )
+    file_quota_bytes = StrictIntegerField(
+        min_value=1,
+        max_value=2**62,
+        allow_null=True,
+        required=False,
+        help_text="Bytes of uploaded files (the Files API) the organisation may keep in all; "
+        "null: the platform's default (SWITCHYARD_FILES_QUOTA_BYTES).",
+    )
+    file_bytes_used = serializers.SerializerMethodField()
     spend = serializers.SerializerMethodField()
     created_at = serializers.DateTimeField(read_only=True)
+
+    @extend_schema_field(serializers.IntegerField())
+    def get_file_bytes_used(self, organisation: Organisation) -> int:
+        return files_used_bytes(organisation_id=organisation.pk)
 
     @extend_schema_field(SpendSerializer)
     def get_spend(self, organisation: Organisation) -> dict[str, Any]:

@@ -20,7 +20,17 @@ from typing import Any
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from config.declared import elsewhere, embeddings, gateway, process, routing, sign_in, stores, tools
+from config.declared import (
+    elsewhere,
+    embeddings,
+    files,
+    gateway,
+    process,
+    routing,
+    sign_in,
+    stores,
+    tools,
+)
 from config.declared.spec import Derived, Setting
 
 # The reference's sections, in its order: what Switchyard's processes
@@ -32,6 +42,7 @@ SECTIONS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
     (routing.TITLE, routing.SETTINGS),
     (tools.TITLE, tools.SETTINGS),
     (embeddings.TITLE, embeddings.SETTINGS),
+    (files.TITLE, files.SETTINGS),
     (sign_in.TITLE, sign_in.SETTINGS),
     ("Read by the OpenTelemetry SDK", process.OPENTELEMETRY),
     ("Read by the systemd units", elsewhere.SYSTEMD),

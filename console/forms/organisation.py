@@ -165,6 +165,7 @@ class OrganisationSettingsForm(ServiceForm):
             "currency": "Currency",
             "budget_warning_percent": "Warn past (% of a monthly limit)",
             "allow_client_mcp_servers": "Allow MCP servers named by requests",
+            "file_quota_bytes": "File quota (bytes)",
         }
         help_texts = {
             "monthly_budget": SPEND_HELP + " Counts every key of the organisation.",
@@ -179,6 +180,8 @@ class OrganisationSettingsForm(ServiceForm):
             "allow_client_mcp_servers": "Off: an mcp tool reaches only the servers registered "
             "under MCP servers. On: a request may also give its own server_url (never a "
             "link-local or cloud metadata address).",
+            "file_quota_bytes": "Bytes of uploaded files (Files API) the organisation may keep in "
+            "all. Empty: the platform's default.",
         }
 
     def __init__(self, *args, **kwargs):
@@ -192,6 +195,7 @@ class OrganisationSettingsForm(ServiceForm):
             "default_concurrency",
             "monthly_tokens",
             "budget_warning_percent",
+            "file_quota_bytes",
         )
         if self.instance.pk:
             self.fields["monthly_budget"].label = f"Monthly budget ({self.instance.currency})"

@@ -17,6 +17,7 @@ import orjson
 from pydantic import ValidationError
 
 from responses_api.backends.routing import no_backend
+from responses_api.files.inline import files_inlined
 from responses_api.pipeline.admission import admit
 from responses_api.pipeline.auto_compact import count_tokens
 from responses_api.pipeline.call import Call, Reply
@@ -126,6 +127,7 @@ async def count_input_tokens(call: Call) -> Reply:
                 code="previous_response_not_found",
             )
         request = (await continuation.prepare(caller, request)).request
+    request = await files_inlined(caller.organisation_id, request)
     seal = reasoning_seal(caller.organisation_id)
     request = compaction.resolve(request, seal=seal, model_id=model.public_id).request
     draft = prepare_chat(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -132,6 +132,15 @@ class _Served:
         if handler is None:  # no route: the match says why (404 or 405)
             assert self.match.error is not None
             raise self.match.error
+        if self.match.streams_body:
+            # An upload: the handler reads it as it arrives (no watch runs
+            # meanwhile, as one reader of ``receive`` at a time).
+            call.upload = body_chunks(self.receive)
+            try:
+                return await handler(call)
+            except BodyAbandoned:
+                call.exchange.client_gone()
+                return None
         try:
             call.body = await read_body(self.receive, call.headers)
         except BodyAbandoned:
@@ -222,6 +231,28 @@ async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes:
         raise body_too_slow(settings.SWITCHYARD_BODY_TIMEOUT_SECONDS) from None
     body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     return await decode(body, headers.get(b"content-encoding"), cap=cap)
+
+
+async def body_chunks(receive: Receive) -> AsyncIterator[bytes]:
+    """The body's chunks as they arrive, for a route that reads its own
+    body, all within ``SWITCHYARD_FILES_UPLOAD_TIMEOUT_SECONDS``."""
+    seconds = settings.SWITCHYARD_FILES_UPLOAD_TIMEOUT_SECONDS
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        left = deadline - asyncio.get_running_loop().time()
+        try:
+            message = await asyncio.wait_for(receive(), max(left, 0.001))
+        except TimeoutError:
+            raise body_too_slow(seconds) from None
+        if message["type"] == "http.disconnect":
+            raise BodyAbandoned
+        if message["type"] != "http.request":
+            continue
+        data = message.get("body", b"")
+        if data:
+            yield data
+        if not message.get("more_body"):
+            return
 
 
 async def _watch(receive: Receive, responder: Responder, task: asyncio.Task[Any]) -> bool:

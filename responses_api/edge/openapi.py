@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any
 
 from responses_api.api.conversations import MetadataUpdate, NewConversation, NewItems
+from responses_api.api.files import FILE_SCHEMAS
 from responses_api.edge.openapi_items import ITEM_SCHEMAS, OUTPUT_ITEM
 from responses_api.edge.routes import PREFIXES, ROUTES, Operation, Schema
 from responses_api.protocol.body import REFUSAL_MESSAGES, CreateResponse
@@ -197,7 +198,7 @@ def _operation(operation: Operation) -> dict[str, Any]:
     if operation.request:
         described["requestBody"] = {
             "required": True,
-            "content": {"application/json": {"schema": _ref(operation.request)}},
+            "content": {operation.request_media: {"schema": _ref(operation.request)}},
         }
     errors = {str(code): _answer(ERRORS[code], ERROR_CONTENT) for code in operation.errors}
     described["responses"] = {"200": _answer(operation.answer, operation.content), **errors}
@@ -373,6 +374,7 @@ def openapi_schema() -> dict[str, Any]:
                 **_conversation_schemas(),
                 **_compaction_schemas(),
                 **embedding_schemas(REF),
+                **FILE_SCHEMAS,
                 "Response": RESPONSE,
                 "Usage": USAGE,
                 "SwitchyardExtras": SWITCHYARD_EXTRAS,

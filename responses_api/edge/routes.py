@@ -24,6 +24,7 @@ from responses_api.api.endpoints import (
     list_models,
     not_served,
 )
+from responses_api.api.files import FILE_OPERATIONS
 from responses_api.background.handlers import cancel, create, retrieve
 from responses_api.pipeline.call import RESPONSES, Handler
 from responses_api.protocol.errors import ApiError
@@ -41,12 +42,15 @@ class Operation:
     operation_id: str = ""
     summary: str = ""
     description: str | None = None
-    request: str | None = None  # the schema of the JSON request body
+    request: str | None = None  # the schema of the request body
+    request_media: str = "application/json"
     answer: str = ""  # what the 200 answer is
     content: Mapping[str, Schema] = field(default_factory=dict)  # of the 200, by media type
     errors: tuple[int, ...] = ()  # the error statuses it may answer
     # Specification extensions (``x-…``) of the operation, as they are.
     extensions: Mapping[str, Any] = field(default_factory=dict)
+    # The handler reads the body itself, as it arrives (``Call.upload``).
+    streams_body: bool = False
 
 
 PARAMETER = re.compile(r"\{(\w+)\}")
@@ -114,6 +118,12 @@ def _conversation(
 CONVERSATION_ROUTES = tuple(
     Route(path, {method: _conversation(*spec) for method, spec in methods.items()})
     for path, methods in CONVERSATION_OPERATIONS.items()
+)
+
+# The Files API (docs/api/files.md).
+FILE_ROUTES = tuple(
+    Route(path, {method: Operation(**spec) for method, spec in methods.items()})
+    for path, methods in FILE_OPERATIONS.items()
 )
 
 
@@ -286,6 +296,7 @@ ROUTES: tuple[Route, ...] = (
         },
     ),
     *CONVERSATION_ROUTES,
+    *FILE_ROUTES,
 )
 
 PREFIXES = ("/api/v1", "/v1")
@@ -328,6 +339,7 @@ class Match:
     handler: Handler | None
     params: dict[str, str]
     error: ApiError | None  # 404 or 405 when there is no handler
+    streams_body: bool = False
 
 
 def creates_responses(path: str) -> bool:
@@ -348,7 +360,7 @@ def resolve(path: str, method: str) -> Match:
         if operation is None:
             allowed = ", ".join(route.methods)
             return Match(endpoint, None, {}, _method_not_allowed(method, allowed))
-        return Match(endpoint, operation.handler, found.groupdict(), None)
+        return Match(endpoint, operation.handler, found.groupdict(), None, operation.streams_body)
     return Match(endpoint, None, {}, _not_found(endpoint))
 
 

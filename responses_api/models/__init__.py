@@ -1,5 +1,6 @@
 """Backends, the models they serve, the usage log; MCP servers in ``models.mcp``,
-web search providers in ``models.web_search``."""
+web search providers in ``models.web_search``, uploaded files in
+``models.files``."""
 
 import uuid
 
@@ -7,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from accounts.models import ApiKey, Organisation
+from responses_api.models.files import FileRecord as FileRecord
 from responses_api.models.mcp import McpServer as McpServer
 from responses_api.models.stored import Conversation as Conversation
 from responses_api.models.stored import ConversationItem as ConversationItem

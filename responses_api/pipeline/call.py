@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,14 +49,20 @@ class Call:
     # WebSocket closed for too many frames): its cancellation then ends it
     # with this error, not as a client gone (499).
     cut_by: ApiError | None = None
+    # A route that reads its own body (an upload) gets it here, chunk by
+    # chunk as it arrives, instead of in ``body``.
+    upload: AsyncIterator[bytes] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """A handler's JSON answer (a handler that relays an answer returns None)."""
+    """A handler's JSON answer (a handler that relays an answer returns None),
+    or raw ``content`` of ``media_type`` (a file's bytes)."""
 
     payload: dict[str, Any]
     status: int = 200
+    content: bytes | None = None
+    media_type: bytes = b""
 
 
 Handler = Callable[[Call], Awaitable[Reply | None]]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from responses_api.access.auth import Caller
 from responses_api.backends.routing import affinity_key, no_backend
 from responses_api.catalogue.catalog import ModelEntry, get_catalog, wrong_kind
+from responses_api.files.inline import files_inlined
 from responses_api.pipeline import auto_compact, failover
 from responses_api.pipeline.admission import admit
 from responses_api.pipeline.call import Call, Output, Reply
@@ -159,6 +160,7 @@ async def plan_response(call: Call, request: CreateResponse, model: ModelEntry, 
         )
     if joined is not None:
         keep = joined.keep(keep, caller=caller, body=call.body, references=references)
+    request = await files_inlined(caller.organisation_id, request)
     seal = reasoning_seal(caller.organisation_id)
     compacting = compaction.resolve(request, seal=seal, model_id=model.public_id)
     request = compacting.request

@@ -52,6 +52,21 @@ class Responder:
         self.finished = True
         await self._send({"type": "http.response.body", "body": body})
 
+    async def raw(self, status: int, body: bytes, media_type: bytes) -> None:
+        """Bytes as they are (a file's content), never sniffed as another type."""
+        headers = [
+            (b"content-type", media_type),
+            (b"content-length", b"%d" % len(body)),
+            (b"x-content-type-options", b"nosniff"),
+            # A download, never a page of this origin (an uploaded .html file).
+            (b"content-disposition", b"attachment"),
+            *self.base_headers(),
+        ]
+        self.started = True
+        await self._send({"type": "http.response.start", "status": status, "headers": headers})
+        self.finished = True
+        await self._send({"type": "http.response.body", "body": body})
+
     async def error(self, error: ApiError) -> None:
         await self.json(error.status, error.to_bytes(), error.headers)
 

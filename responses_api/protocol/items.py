@@ -65,12 +65,14 @@ class ImagePart(Loose):
 
     @model_validator(mode="after")
     def _inline_only(self) -> ImagePart:
+        # A file_id names a file of the organisation: read before translation
+        # (``files.inline``), which gives the image as a data: URL.
         if self.file_id is not None:
-            raise ValueError(
-                "file_id images are not supported: send the image inline as a data: URL"
-            )
+            if self.image_url is not None:
+                raise ValueError("input_image takes image_url or file_id, not both")
+            return self
         if self.image_url is None:
-            raise ValueError("input_image needs image_url (a data: URL)")
+            raise ValueError("input_image needs image_url (a data: URL) or file_id")
         if not self.image_url.startswith("data:"):
             raise ValueError(
                 "Only inline data: URLs are accepted for input_image; the server never fetches URLs"
@@ -87,10 +89,16 @@ class FilePart(Loose):
 
     @model_validator(mode="after")
     def _inline_only(self) -> FilePart:
-        if self.file_id is not None or self.file_url is not None:
-            raise ValueError("Only inline files (file_data, base64) are accepted for input_file")
+        if self.file_url is not None:
+            raise ValueError(
+                "Only inline files (file_data, base64) or file_id are accepted for input_file"
+            )
+        if self.file_id is not None:
+            if self.file_data is not None:
+                raise ValueError("input_file takes file_data or file_id, not both")
+            return self
         if self.file_data is None:
-            raise ValueError("input_file needs file_data (base64) and filename")
+            raise ValueError("input_file needs file_data (base64) and filename, or file_id")
         return self
 
 

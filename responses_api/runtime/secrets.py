@@ -54,3 +54,22 @@ def decrypt_bytes(token: str) -> bytes:
 def rotate(token: str) -> str:
     """``token`` encrypted again under the first key."""
     return _fernet().rotate(token.encode("ascii")).decode("ascii")
+
+
+def seal_keys() -> tuple[bytes, ...]:
+    """The platform keys an organisation's seal (``translate.sealing``) is
+    derived from, the current one first: ``SWITCHYARD_ENCRYPTION_KEY`` and
+    ``SWITCHYARD_ENCRYPTION_KEYS_OLD``, or one derived from ``SECRET_KEY``."""
+    configured = settings.SWITCHYARD_ENCRYPTION_KEY
+    if configured:
+        retired = settings.SWITCHYARD_ENCRYPTION_KEYS_OLD
+        return _seal_keys(f"{configured},{retired}" if retired else configured, "")
+    return _seal_keys("", settings.SECRET_KEY)
+
+
+@functools.lru_cache(maxsize=16)
+def _seal_keys(configured: str, secret_key: str) -> tuple[bytes, ...]:
+    keys = [key.strip() for key in configured.split(",") if key.strip()]
+    if not keys:
+        return (hashlib.sha256(secret_key.encode()).digest(),)
+    return tuple(base64.urlsafe_b64decode(key) for key in keys)

@@ -10,7 +10,6 @@ or in ``SWITCHYARD_ENCRYPTION_KEYS_OLD``).
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import hmac
@@ -18,26 +17,19 @@ import secrets
 
 from django.conf import settings
 
+from responses_api.runtime.secrets import seal_keys
 from responses_api.translate.sealing import ReasoningSeal
 
 
 def reasoning_seal(organisation_id: int) -> ReasoningSeal:
     """The seal of one organisation, kept per process: its keys are derived
     once, on its first token. Costs a settings read and a cache hit."""
-    configured = settings.SWITCHYARD_ENCRYPTION_KEY
-    if configured:
-        # Keys being retired may also be listed apart (decrypt only).
-        retired = settings.SWITCHYARD_ENCRYPTION_KEYS_OLD
-        return _seal(f"{configured},{retired}" if retired else configured, "", organisation_id)
-    return _seal("", settings.SECRET_KEY, organisation_id)
+    return _seal(seal_keys(), organisation_id)
 
 
 @functools.lru_cache(maxsize=4096)
-def _seal(configured: str, secret_key: str, organisation_id: int) -> ReasoningSeal:
-    keys = [key.strip() for key in configured.split(",") if key.strip()]
-    if not keys:
-        return ReasoningSeal([hashlib.sha256(secret_key.encode()).digest()], organisation_id)
-    return ReasoningSeal([base64.urlsafe_b64decode(key) for key in keys], organisation_id)
+def _seal(keys: tuple[bytes, ...], organisation_id: int) -> ReasoningSeal:
+    return ReasoningSeal(keys, organisation_id)
 
 
 def cache_salt(organisation_id: int) -> str:

@@ -15,6 +15,9 @@ TEXT_FILE_SUFFIXES = (".txt", ".csv")
 
 
 def decode_file(part: FilePart, param: str) -> str:
+    if part.file_data is None:
+        # A file_id not resolved by the stage that reads files (``files.inline``).
+        raise invalid("input_file by file_id is not accepted here.", param=param)
     filename = part.filename or "file.txt"
     if not filename.lower().endswith(TEXT_FILE_SUFFIXES):
         raise invalid(
@@ -75,6 +78,9 @@ def user_content(
                 raise invalid(
                     "This model does not accept images.", param=where, code="image_not_supported"
                 )
+            if part.image_url is None:
+                # A file_id not resolved by the stage that reads files (``files.inline``).
+                raise invalid("input_image by file_id is not accepted here.", param=where)
             has_image = True
             image: dict[str, Any] = {"url": part.image_url}
             if part.detail in {"low", "high", "auto"}:

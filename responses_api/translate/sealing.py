@@ -88,6 +88,24 @@ class ReasoningSeal:
         sealed = self._derived()[0].encrypt(nonce, text.encode(), self._bound(context))
         return VERSION + _encode(nonce + sealed)
 
+    def seal_bytes(self, data: bytes, context: str) -> bytes:
+        """``data`` sealed as raw bytes (nonce, ciphertext, tag): the same
+        keys and associated data as a token, for content kept in a file."""
+        nonce = os.urandom(_NONCE)
+        return nonce + self._derived()[0].encrypt(nonce, data, self._bound(context))
+
+    def open_bytes(self, sealed: bytes, context: str) -> bytes:
+        """The bytes :meth:`seal_bytes` sealed in ``context``; :class:`SealBroken` otherwise."""
+        if len(sealed) < _NONCE + _TAG:
+            raise SealBroken("too short")
+        nonce, body = sealed[:_NONCE], sealed[_NONCE:]
+        for cipher in self._derived():
+            try:
+                return cipher.decrypt(nonce, body, self._bound(context))
+            except InvalidTag:
+                continue
+        raise SealBroken("does not open for this organisation")
+
     def open(self, token: str, context: str = "") -> str:
         """The text sealed in ``token`` (in ``context``); :class:`SealBroken` otherwise."""
         if not token.startswith(VERSION):
