@@ -98,14 +98,12 @@ def decode(payload: bytes) -> list[tuple[str, dict[str, Any]]]:
             payload,
             raw=False,
             strict_map_key=False,
-            max_buffer_size=MAX_PAYLOAD,
             max_array_len=MAX_BLOCK_SIZE * MAX_BLOCKS_PER_EVENT,
             max_map_len=64,
             max_ext_len=0,
         )
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as error:
-        raise Malformed("msgpack") from error
-    except Exception as error:  # msgpack raises several kinds for garbage
+    except (ValueError, TypeError) as error:
+        # msgpack's own errors are ValueErrors; an unhashable map key a TypeError.
         raise Malformed("msgpack") from error
     events = batch.get("events") if isinstance(batch, dict) else None
     if events is None and isinstance(batch, list) and len(batch) >= 2:
@@ -202,6 +200,8 @@ class BlockIndex:
             raise Malformed("block_size")
         if not isinstance(tokens, list) or len(tokens) != size * len(hashes):
             raise Malformed("token_ids")
+        if not all(type(t) is int and 0 <= t < 2**32 for t in tokens):
+            raise Malformed("token_ids")
         if extras is not None and not (isinstance(extras, list) and len(extras) == len(hashes)):
             raise Malformed("extra_keys")
         if fields.get("lora_name") or fields.get("lora_id"):
@@ -226,7 +226,10 @@ class BlockIndex:
                 if key is None:
                     self.counts["uncomparable"] += len(hashes) - i
                     return
-                if vllm_hash not in self._keys:
+                before = self._keys.get(vllm_hash)
+                if before != key:
+                    if before is not None:
+                        self._drop(before)
                     self._held[key] += 1
                 self._keys[vllm_hash] = key
                 self._keys.move_to_end(vllm_hash)

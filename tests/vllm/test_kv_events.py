@@ -1,0 +1,232 @@
+"""Precise mode's parts without a vLLM: decoding KV-cache event batches
+built by hand as vLLM encodes them (msgspec structs as msgpack maps tagged
+with ``type``), the index they fill, a real ZMQ publisher, and a prompt's
+token blocks from the test model's tokenizer."""
+
+from __future__ import annotations
+
+import time
+
+import msgpack
+import pytest
+import zmq
+
+from responses_api.backends import kv_events
+from responses_api.backends.kv_events import MAX_PAYLOAD, BlockIndex, chain
+from responses_api.backends.kv_subscriber import Subscriber
+from responses_api.backends.prompt_tokens import block_keys, prompt_token_ids
+from tests.conftest import free_port
+from tests.real_servers import shared_model
+
+SIZE = 4
+SALT = "salt-of-acme"
+
+
+def stored(hashes, parent, tokens, *, extra_keys=None, size=SIZE, **more) -> dict:
+    event = {
+        "type": "BlockStored",
+        "block_hashes": hashes,
+        "parent_block_hash": parent,
+        "token_ids": tokens,
+        "block_size": size,
+        "lora_id": None,
+        "medium": "GPU",
+        "lora_name": None,
+        **more,
+    }
+    if extra_keys is not None:
+        event["extra_keys"] = extra_keys
+    return event
+
+
+def batch(*events) -> bytes:
+    return msgpack.packb({"ts": time.time(), "events": list(events), "data_parallel_rank": 0})
+
+
+def frames(seq: int, payload: bytes) -> list[bytes]:
+    return [b"kv", seq.to_bytes(8, "big", signed=True), payload]
+
+
+TOKENS = list(range(1, 13))  # three blocks of four
+
+
+def salted_chain(index: BlockIndex, salt: str | None = SALT) -> None:
+    extra = [[salt] if salt else None, None, None]
+    # vLLM's hashes differ with the salt too.
+    hashes = [f"{salt}h{i}".encode() for i in (1, 2, 3)]
+    index.apply(batch(stored(hashes, None, TOKENS, extra_keys=extra)))
+
+
+def test_stored_blocks_are_held_under_the_keys_a_prompt_gives():
+    index = BlockIndex(100)
+    salted_chain(index)
+    assert index.holds(block_keys(TOKENS, SIZE, SALT)) == 3
+    assert index.holds(block_keys(TOKENS[:8] + [99, 99, 99, 99], SIZE, SALT)) == 2
+    assert index.block_size == SIZE and len(index) == 3
+
+
+def test_another_salt_or_none_matches_nothing():
+    index = BlockIndex(100)
+    salted_chain(index)
+    assert index.holds(block_keys(TOKENS, SIZE, "salt-of-globex")) == 0
+    assert index.holds(block_keys(TOKENS, SIZE, None)) == 0
+    salted_chain(index, salt=None)
+    assert index.holds(block_keys(TOKENS, SIZE, None)) == 3
+    assert index.holds(block_keys(TOKENS, SIZE, "salt-of-globex")) == 0
+
+
+def test_a_chain_continues_from_its_parent_and_removals_cut_it():
+    index = BlockIndex(100)
+    salted_chain(index)
+    index.apply(batch(stored([7], f"{SALT}h3".encode(), [13, 14, 15, 16])))
+    assert index.holds(block_keys([*TOKENS, 13, 14, 15, 16], SIZE, SALT)) == 4
+    removed = [f"{SALT}h2".encode()]
+    index.apply(batch({"type": "BlockRemoved", "block_hashes": removed, "medium": "GPU"}))
+    assert index.holds(block_keys(TOKENS, SIZE, SALT)) == 1
+    index.apply(batch({"type": "AllBlocksCleared"}))
+    assert index.holds(block_keys(TOKENS, SIZE, SALT)) == 0 and len(index) == 0
+
+
+def test_an_unknown_parent_is_an_orphan_and_holds_nothing():
+    index = BlockIndex(100)
+    index.apply(batch(stored([b"x"], b"never-seen", [1, 2, 3, 4])))
+    assert len(index) == 0 and index.counts["orphans"] == 1
+
+
+def test_array_encoded_events_decode_too():
+    index = BlockIndex(100)
+    event = ["BlockStored", [b"h1"], None, [1, 2, 3, 4], SIZE, None, "GPU", None, [[SALT]]]
+    index.apply(msgpack.packb([time.time(), [event], 0]))
+    assert index.holds(block_keys([1, 2, 3, 4], SIZE, SALT)) == 1
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"",
+        b"\xc1\xc1\xc1",  # never-used msgpack byte
+        b"not msgpack at all",
+        msgpack.packb([1, 2, 3]),
+        msgpack.packb({"ts": 1.0, "events": "nope"}),
+        msgpack.packb({"ts": 1.0, "events": [42]}),
+        msgpack.packb({"events": [msgpack.ExtType(1, b"x")]}),
+    ],
+)
+def test_malformed_batches_are_dropped_and_counted(payload):
+    index = BlockIndex(100)
+    salted_chain(index)
+    index.apply(payload)
+    assert index.counts["malformed"] + index.counts["malformed_events"] >= 1
+    assert index.holds(block_keys(TOKENS, SIZE, SALT)) == 3
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        stored([b"a"], None, [1, 2, 3]),  # tokens not block_size per block
+        stored([b"a"], None, [1, 2, 3, 4], size=0),
+        stored([b"a"], None, [1, 2, 3, 4], size=10**9),
+        stored([], None, []),
+        stored([b"a" * 1000], None, [1, 2, 3, 4]),  # hash too long
+        stored([1.5], None, [1, 2, 3, 4]),
+        stored([b"a"], None, ["a", "b", "c", "d"]),
+        stored([b"a"], None, [-1, 2, 3, 4]),
+        stored([b"a", b"b"], None, list(range(8)), extra_keys=[None]),
+        {"type": "BlockRemoved", "block_hashes": "abc"},
+        {"type": "Unknown"},
+    ],
+)
+def test_malformed_events_are_skipped_and_the_rest_applied(event):
+    index = BlockIndex(100)
+    index.apply(batch(event, stored([b"ok"], None, [5, 6, 7, 8])))
+    assert index.counts["malformed_events"] == 1 and index.counts["events"] == 1
+    assert index.holds(block_keys([5, 6, 7, 8], SIZE, None)) == 1
+
+
+def test_huge_payloads_and_lists_are_refused():
+    index = BlockIndex(100)
+    index.apply(b"\x00" * (MAX_PAYLOAD + 1))
+    many = [stored([i], None, [1, 2, 3, 4]) for i in range(kv_events.MAX_EVENTS + 1)]
+    index.apply(batch(*many))
+    blocks = stored(list(range(kv_events.MAX_BLOCKS_PER_EVENT + 1)), None, [])
+    index.apply(batch(blocks))
+    assert index.counts["malformed"] == 2 and index.counts["malformed_events"] == 1
+    assert len(index) == 0
+
+
+def test_lora_blocks_are_not_counted():
+    index = BlockIndex(100)
+    index.apply(batch(stored([b"a"], None, [1, 2, 3, 4], lora_name="adapter")))
+    assert len(index) == 0 and index.counts["skipped_lora"] == 1
+
+
+def test_the_index_keeps_its_bound_oldest_first():
+    index = BlockIndex(2)
+    salted_chain(index)
+    assert len(index) == 2
+    # The chain's head went first: its prompt no longer matches from the start.
+    assert index.holds(block_keys(TOKENS, SIZE, SALT)) == 0
+
+
+def test_a_sequence_gap_or_restart_clears_the_index():
+    index = BlockIndex(100)
+    event = stored([b"h1"], None, [1, 2, 3, 4])
+    index.receive(frames(5, batch(event)))
+    index.receive(frames(6, batch(stored([b"h2"], b"h1", [5, 6, 7, 8]))))
+    assert len(index) == 2 and index.counts["gaps"] == 0
+    index.receive(frames(8, batch(stored([b"h3"], None, [9, 9, 9, 9]))))  # 7 lost
+    assert index.counts["gaps"] == 1 and len(index) == 1
+    index.receive(frames(0, batch(event)))  # the engine restarted
+    assert index.counts["gaps"] == 2 and len(index) == 1
+    index.receive([b"kv", b"short", b""])
+    index.receive([b"only one frame"])
+    assert index.counts["malformed"] == 2
+
+
+def test_chain_keys_differ_by_parent_tokens_and_extra():
+    root = chain(b"", [1, 2], None)
+    assert root != chain(b"", [1, 2], ["s"]) != chain(b"x", [1, 2], ["s"])
+    assert root == chain(b"", [1, 2], [])
+    assert chain(b"", [1, 2], [b"\xff"]) is None  # not comparable, never matched
+
+
+def test_a_subscriber_receives_a_real_publisher():
+    port = free_port()
+    context = zmq.Context.instance()
+    publisher = context.socket(zmq.PUB)
+    publisher.bind(f"tcp://127.0.0.1:{port}")
+    subscriber = Subscriber(f"tcp://127.0.0.1:{port}", 100)
+    subscriber.start()
+    try:
+        deadline = time.monotonic() + 10
+        seq = 0
+        # A SUB socket misses what is published before its subscription
+        # reaches the publisher: publish until something arrives.
+        while not len(subscriber.index) and time.monotonic() < deadline:
+            publisher.send_multipart(frames(seq, batch(stored([b"h1"], None, [1, 2, 3, 4]))))
+            seq += 1
+            time.sleep(0.05)
+        assert len(subscriber.index) == 1
+        publisher.send_multipart([b"kv", b"garbage"])
+        publisher.send_multipart(frames(seq, b"\xc1"))
+        deadline = time.monotonic() + 5
+        while subscriber.index.counts["malformed"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert subscriber.index.counts["malformed"] == 2
+        assert subscriber.thread.is_alive()
+    finally:
+        subscriber.stop()
+        subscriber.thread.join(5)
+        publisher.close(linger=0)
+
+
+def test_the_test_models_prompt_renders_and_tokenizes():
+    model = shared_model("SWITCHYARD_TEST_VLLM_MODEL", "stories260K-hf", lambda p: p.is_dir())
+    if not (model / "tokenizer.json").is_file():
+        pytest.skip(f"the test model is not at {model}")
+    body = {"messages": [{"role": "user", "content": "Once upon a time " * 40}]}
+    ids = prompt_token_ids(str(model), body)
+    assert ids and ids[0] == 1  # the template's BOS, <s>
+    keys = block_keys(ids, 128, SALT)
+    assert len(keys) == len(ids) // 128 >= 1
+    assert prompt_token_ids("/nonexistent", body) is None
