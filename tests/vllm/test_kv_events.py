@@ -6,6 +6,7 @@ token blocks from the test model's tokenizer."""
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import msgpack
 import pytest
@@ -13,8 +14,10 @@ import zmq
 
 from responses_api.backends import kv_events
 from responses_api.backends.kv_events import MAX_PAYLOAD, BlockIndex, chain
-from responses_api.backends.kv_subscriber import Subscriber
-from responses_api.backends.prompt_tokens import block_keys, prompt_token_ids
+from responses_api.backends.kv_subscriber import Subscriber, index_for, stop_all
+from responses_api.backends.prefix_index import prompt_blocks
+from responses_api.backends.prompt_tokens import block_keys, held_by, prompt_token_ids
+from responses_api.backends.scoring import NO_SIGNALS, Held, Observed, rank, reason
 from tests.conftest import free_port
 from tests.real_servers import shared_model
 
@@ -230,3 +233,51 @@ def test_the_test_models_prompt_renders_and_tokenizes():
     keys = block_keys(ids, 128, SALT)
     assert len(keys) == len(ids) // 128 >= 1
     assert prompt_token_ids("/nonexistent", body) is None
+
+
+def test_a_precise_backend_is_scored_by_the_blocks_its_events_report(tmp_path):
+    model = shared_model("SWITCHYARD_TEST_VLLM_MODEL", "stories260K-hf", lambda p: p.is_dir())
+    if not (model / "tokenizer.json").is_file():
+        pytest.skip(f"the test model is not at {model}")
+    endpoint = f"ipc://{tmp_path}/events"
+    publisher = zmq.Context.instance().socket(zmq.PUB)
+    publisher.bind(endpoint)
+    body = {"messages": [{"role": "user", "content": "Once upon a time there was a cat. " * 30}]}
+    ids = prompt_token_ids(str(model), body)
+    whole = len(ids) // 128
+    assert whole >= 2
+
+    def backend(backend_id: str, events: str = ""):
+        return SimpleNamespace(
+            id=backend_id,
+            kv_events_endpoint=events,
+            tokenizer_path=str(model) if events else "",
+            dialect="vllm",
+            max_concurrency=0,
+        )
+
+    routes = [
+        SimpleNamespace(backend=backend("plain")),
+        SimpleNamespace(backend=backend("p", endpoint)),
+    ]
+    acme = prompt_blocks(1, body, "salt-1")
+    try:
+        index = index_for(endpoint)
+        extra = [["salt-1"]] + [None] * (whole - 1)
+        event = stored(list(range(whole)), None, ids[: whole * 128], size=128, extra_keys=extra)
+        deadline, seq = time.monotonic() + 10, 0
+        while not len(index) and time.monotonic() < deadline:
+            publisher.send_multipart(frames(seq, batch(event)))
+            seq += 1
+            time.sleep(0.05)
+        held = held_by(routes, acme)
+        assert held == [None, Held(whole, whole, 128)]
+        # Another organisation's identical prompt: none of it.
+        assert held_by(routes, prompt_blocks(2, body, "salt-2"))[1] == Held(0, whole, 128)
+        observed = Observed(counts=[0, 0], signals=[NO_SIGNALS] * 2, blocks=[0, 0], precise=held)
+        ranking = rank(routes, observed, total_blocks=len(acme.hashes))
+        assert ranking.order[0] == 1 and ranking.reuse[1] == 1.0
+        assert reason(ranking, 1) == "prefix" and ranking.tokens[1] == whole * 128
+    finally:
+        stop_all()
+        publisher.close(linger=0)
