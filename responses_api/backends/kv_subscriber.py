@@ -50,7 +50,7 @@ class Subscriber:
         self.stopped.set()
 
     def _run(self) -> None:
-        context = zmq.Context.instance()
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         while not self.stopped.is_set():
             socket = context.socket(zmq.SUB)
             try:

@@ -249,8 +249,8 @@ class Router:
             observed = await state.observe(routes, affinity, prompt)
             if any(r.backend.kv_events_endpoint for r in routes):
                 # Tokenizing a long prompt takes milliseconds: off the loop.
-                held = await asyncio.to_thread(held_by, routes, prompt)
-                observed = dataclasses.replace(observed, precise=held)
+                precise = await asyncio.to_thread(held_by, routes, prompt)
+                observed = dataclasses.replace(observed, precise=precise)
             total = len(prompt.hashes) if prompt is not None else 0
             ranking = scoring.rank(routes, observed, total_blocks=total)
         held = next((i for i, r in enumerate(routes) if turn and r.backend.id == turn), None)
