@@ -17,7 +17,7 @@ from responses_api.catalogue import catalog
 from responses_api.catalogue.services.backends import backend_create, backend_update
 from responses_api.models import Backend
 from tests.admin_api.conftest import ADMIN, admin_keys, api, error_of  # noqa: F401
-from tests.console.conftest import crew  # noqa: F401
+from tests.console.conftest import as_user, crew  # noqa: F401
 
 PRECISE = {"kv_events_endpoint": "tcp://vllm1:5557", "tokenizer_path": "/models/llama"}
 
@@ -122,3 +122,37 @@ def test_apply_sets_them(people, tmp_path):
     out = io.StringIO()
     call_command("apply", "-f", str(path), stdout=out)
     assert " 0 update" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_the_console_offers_them_to_staff_only(client, crew, as_user):  # noqa: F811
+    from django.contrib.auth.models import User
+    from django.urls import reverse
+
+    from accounts.services.members import member_ensure
+
+    owner = as_user("alice").get(reverse("console:backend_create")).content.decode()
+    assert 'name="base_url"' in owner
+    assert 'name="kv_events_endpoint"' not in owner and 'name="tokenizer_path"' not in owner
+    root = User.objects.create_superuser("root@example.com", "root@example.com", "root-pass-1")
+    member_ensure(organisation=crew["acme"], email="root@example.com", role="owner")
+    client.force_login(root)
+    assert (
+        'name="kv_events_endpoint"'
+        in client.get(reverse("console:backend_create")).content.decode()
+    )
+    posted = client.post(
+        reverse("console:backend_create"),
+        {
+            "name": "gpu5",
+            "base_url": "http://gpu5.internal:8000/v1",
+            "dialect": "vllm",
+            "max_concurrency": 4,
+            "enabled": "on",
+            **PRECISE,
+        },
+    )
+    assert posted.status_code == 302
+    backend = Backend.objects.get(name="gpu5")
+    assert backend.kv_events_endpoint == "tcp://vllm1:5557"
+    assert backend.tokenizer_path == "/models/llama"
