@@ -207,6 +207,11 @@ class BlockIndex:
         if fields.get("lora_name") or fields.get("lora_id"):
             self.counts["skipped_lora"] += 1
             return
+        if size < self.block_size:
+            # A partial block (hybrid models' partial prefix entries): no
+            # prompt is cut into blocks of its size.
+            self.counts["partial"] += len(hashes)
+            return
         hashes = [_hash(h) for h in hashes]
         raw_parent = fields.get("parent_block_hash")
         with self._lock:
@@ -219,7 +224,7 @@ class BlockIndex:
                 # or lost): its chain cannot be matched from a prompt's start.
                 self.counts["orphans"] += len(hashes)
                 return
-            self.block_size = size
+            self.block_size = max(self.block_size, size)
             for i, vllm_hash in enumerate(hashes):
                 extra = extras[i] if extras else None
                 key = chain(parent, tokens[i * size : (i + 1) * size], extra)

@@ -281,3 +281,36 @@ def test_a_precise_backend_is_scored_by_the_blocks_its_events_report(tmp_path):
     finally:
         stop_all()
         publisher.close(linger=0)
+
+
+# A batch as vLLM 0.32.0's own encoder writes it (msgspec: the batch an
+# array, its events maps): a salted block of two tokens, a removal of
+# another hash, and a clear.
+VLLM_BATCH = bytes.fromhex(
+    "93cb3ff00000000000009389a474797065ab426c6f636b53746f726564ac626c6f636b5f68617368"
+    "657391c4206161616161616161616161616161616161616161616161616161616161616161b17061"
+    "72656e745f626c6f636b5f68617368c0a9746f6b656e5f696473920102aa626c6f636b5f73697a65"
+    "02a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0aa65787472615f6b"
+    "6579739191a473616c7483a474797065ac426c6f636b52656d6f766564ac626c6f636b5f68617368"
+    "65739105a66d656469756da347505581a474797065b0416c6c426c6f636b73436c6561726564c0"
+)
+
+
+def test_vllms_own_encoding_decodes():
+    (stored_event, removed, cleared) = kv_events.decode(VLLM_BATCH)
+    assert stored_event[0] == "BlockStored" and stored_event[1]["extra_keys"] == [["salt"]]
+    assert removed == (
+        "BlockRemoved",
+        {"type": "BlockRemoved", "block_hashes": [5], "medium": "GPU"},
+    )
+    assert cleared[0] == "AllBlocksCleared"
+    index = BlockIndex(100)
+    index.apply(VLLM_BATCH)
+    assert len(index) == 0 and index.counts["events"] == 3
+
+
+def test_partial_blocks_are_not_keyed():
+    index = BlockIndex(100)
+    salted_chain(index)
+    index.apply(batch(stored([b"p"], f"{SALT}h3".encode(), [13, 14], size=2)))
+    assert index.counts["partial"] == 1 and index.block_size == SIZE and len(index) == 3
