@@ -396,15 +396,14 @@ def test_precise_mode_scores_by_the_blocks_vllm_reports(vllm_server):
         second = ask(acme_client, prompt)
         assert second.switchyard["backend"]["name"] == "precise"
         assert second.usage.input_tokens_details.cached_tokens >= whole * BLOCK
-        rows = wait_rows(2, organisation=acme, input_tokens=len(ids))
-        scored = next(r for r in rows if r.route_reason != "pinned")
+        (scored,) = wait_rows(1, organisation=acme, response_id=second.id)
         # reuse = 1: every whole block of the prompt, as the events reported.
         assert scored.route_reason == "prefix"
         assert scored.prefix_reused_tokens == whole * BLOCK
 
         # Globex's same prompt carries another salt: nothing of Acme's counts.
-        ask(globex_client, prompt)
-        (row,) = wait_rows(1, organisation=globex, input_tokens=len(ids))
+        third = ask(globex_client, prompt)
+        (row,) = wait_rows(1, organisation=globex, response_id=third.id)
         assert row.prefix_reused_tokens == 0 and row.route_reason != "prefix"
         assert row.cached_tokens == 0
     finally:
