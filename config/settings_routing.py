@@ -31,16 +31,18 @@ def routing_settings(read: Callable[[str], Any]) -> dict[str, float]:
         "recent_seconds": read("SWITCHYARD_ROUTING_RECENT_SECONDS"),
         "prefix_blocks": read("SWITCHYARD_ROUTING_PREFIX_BLOCKS"),
         "prefix_ttl_seconds": read("SWITCHYARD_ROUTING_PREFIX_TTL_SECONDS"),
+        "kv_events_blocks": read("SWITCHYARD_ROUTING_KV_EVENTS_BLOCKS"),
     }
     negative = [name for name, value in values.items() if value < 0]
     if (
         negative
         or values["load_scale"] <= 0
         or values["prefix_blocks"] < 1
+        or values["kv_events_blocks"] < 1
         or not values["recent_seconds"]
     ):
         raise ImproperlyConfigured(
             "SWITCHYARD_ROUTING_* must be non-negative, with LOAD_SCALE above 0 and "
-            f"PREFIX_BLOCKS at least 1 (got {values})."
+            f"PREFIX_BLOCKS and KV_EVENTS_BLOCKS at least 1 (got {values})."
         )
     return values

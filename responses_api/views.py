@@ -93,6 +93,7 @@ def readyz(request: HttpRequest) -> HttpResponse:
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus exposition, only for ``Authorization: Bearer $METRICS_TOKEN``."""
     from responses_api.backends.health import BackendHealthCollector
+    from responses_api.backends.kv_subscriber import EventsCollector
     from responses_api.runtime.metrics import exposition
 
     token = settings.METRICS_TOKEN
@@ -104,7 +105,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         response = HttpResponse("Unauthorized\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    body, content_type = exposition(BackendHealthCollector())
+    body, content_type = exposition(BackendHealthCollector(), EventsCollector())
     return HttpResponse(body, content_type=content_type)
 
 

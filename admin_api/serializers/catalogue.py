@@ -58,6 +58,20 @@ class BackendSerializer(StrictSerializer):
         help_text="Platform staff let this backend sit on a private or link-local address: "
         "read-only here.",
     )
+    kv_events_endpoint = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=300,
+        help_text="Precise prefix scoring: the ZMQ address (tcp://HOST:PORT or ipc://PATH) "
+        "vLLM publishes its KV-cache events on. Set by platform staff only.",
+    )
+    tokenizer_path = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        help_text="Precise prefix scoring: the local folder of the model's tokenizer.json and "
+        "chat template. Set by platform staff only.",
+    )
     shared = serializers.SerializerMethodField(
         help_text="A platform backend, shared by every organisation: read-only here."
     )

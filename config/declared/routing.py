@@ -65,4 +65,12 @@ SETTINGS = (
         "Seconds a prompt block stays in the prefix index after it was last sent.",
         UPSTREAM,
     ),
+    Setting(
+        "SWITCHYARD_ROUTING_KV_EVENTS_BLOCKS",
+        "int",
+        262144,
+        "Blocks the index of a precise backend's KV-cache events keeps per endpoint and "
+        "process (at least 1), oldest stored dropped first.",
+        UPSTREAM,
+    ),
 )

@@ -71,12 +71,29 @@ class BackendForm(ServiceForm):
                 label="Allow a private address",
                 help_text=_private_help(),
             )
+            self.fields["kv_events_endpoint"] = forms.CharField(
+                required=False,
+                max_length=300,
+                initial=self.instance.kv_events_endpoint if self.instance else "",
+                label="KV-cache events address",
+                help_text="Platform staff: precise prefix scoring of a vLLM backend, the ZMQ "
+                "address it publishes its KV-cache events on (tcp://HOST:PORT or ipc://PATH).",
+            )
+            self.fields["tokenizer_path"] = forms.CharField(
+                required=False,
+                max_length=500,
+                initial=self.instance.tokenizer_path if self.instance else "",
+                label="Tokenizer folder",
+                help_text="Platform staff: the local folder of the model's tokenizer.json and "
+                "chat template (precise prefix scoring).",
+            )
 
     def service_data(self) -> dict[str, Any]:
         """The fields as ``backend_create``/``backend_update`` take them."""
         data = {f: self.cleaned_data[f] for f in self.Meta.fields}
-        if "allow_private" in self.fields:
-            data["allow_private"] = self.cleaned_data["allow_private"]
+        for staff_field in ("allow_private", "kv_events_endpoint", "tokenizer_path"):
+            if staff_field in self.fields:
+                data[staff_field] = self.cleaned_data[staff_field]
         if self.cleaned_data["upstream_key"]:
             data["upstream_key"] = self.cleaned_data["upstream_key"]
         elif self.cleaned_data.get("clear_upstream_key"):

@@ -29,7 +29,7 @@ import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -48,6 +48,10 @@ class PromptBlocks:
 
     organisation_id: int
     hashes: tuple[str, ...]
+    # The chat body and the organisation's cache salt, for the backends in
+    # precise mode, which look the prompt up by its tokens (``prompt_tokens``).
+    body: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    salt: str | None = None
 
     @staticmethod
     def tokens(blocks: int) -> int:
@@ -55,7 +59,9 @@ class PromptBlocks:
         return blocks * BLOCK_CHARS // CHARS_PER_TOKEN
 
 
-def prompt_blocks(organisation_id: int, body: Mapping[str, Any]) -> PromptBlocks:
+def prompt_blocks(
+    organisation_id: int, body: Mapping[str, Any], salt: str | None = None
+) -> PromptBlocks:
     """The blocks of a chat body's prompt. Only whole blocks: the last,
     partial one changes as the conversation grows."""
     text = orjson.dumps(body.get("tools") or ()) + orjson.dumps(body.get("messages") or ())
@@ -65,7 +71,7 @@ def prompt_blocks(organisation_id: int, body: Mapping[str, Any]) -> PromptBlocks
     for start in range(0, end, BLOCK_CHARS):
         digest = hashlib.blake2b(digest + text[start : start + BLOCK_CHARS], digest_size=8).digest()
         hashes.append(digest.hex())
-    return PromptBlocks(organisation_id, tuple(hashes))
+    return PromptBlocks(organisation_id, tuple(hashes), body, salt)
 
 
 def leading(found: Sequence[bool]) -> int:

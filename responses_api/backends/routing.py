@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import time
@@ -41,6 +42,7 @@ from pydantic_core import to_json
 
 from responses_api.backends import scoring
 from responses_api.backends.prefix_index import PromptBlocks, record_commands
+from responses_api.backends.prompt_tokens import held_by
 from responses_api.backends.routing_state import (
     LocalState,
     RedisState,
@@ -245,6 +247,10 @@ class Router:
         only = len(model.routes) == 1
         if len(routes) > 1 and not only:
             observed = await state.observe(routes, affinity, prompt)
+            if any(r.backend.kv_events_endpoint for r in routes):
+                # Tokenizing a long prompt takes milliseconds: off the loop.
+                precise = await asyncio.to_thread(held_by, routes, prompt)
+                observed = dataclasses.replace(observed, precise=precise)
             total = len(prompt.hashes) if prompt is not None else 0
             ranking = scoring.rank(routes, observed, total_blocks=total)
         held = next((i for i, r in enumerate(routes) if turn and r.backend.id == turn), None)
@@ -284,7 +290,7 @@ class Router:
             id=lease_id,
             affine=only or (ranking is not None and index == ranking.holder),
             reason=fixed or (scoring.reason(ranking, index) if ranking else scoring.LEAST_LOADED),
-            prefix_tokens=PromptBlocks.tokens(ranking.blocks[index]) if ranking else 0,
+            prefix_tokens=ranking.tokens[index] if ranking else 0,
         )
         in_flight_add(backend=routes[index].backend.name, delta=1)
         if task is not None and task.cancelling():

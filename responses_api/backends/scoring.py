@@ -5,7 +5,9 @@ Each candidate gets ``score = prefix_weight × reuse + affinity_weight ×
 holder − load_weight × load`` (weights: ``SWITCHYARD_ROUTING``):
 
 - *reuse*, the part of the prompt the backend is expected to have in its
-  prefix cache (``prefix_index``), from 0 to 1;
+  prefix cache (``prefix_index``), from 0 to 1; for a backend in precise
+  mode, the part of the prompt's token blocks its KV-cache events say it
+  holds (``Held``, from ``kv_events``);
 - *holder*, 1 for the backend that served the conversation last (its
   ``previous_response_id`` chain, ``prompt_cache_key`` or leading items), or
   that a Codex turn-state token names;
@@ -34,6 +36,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 
+from responses_api.backends.prefix_index import PromptBlocks
 from responses_api.catalogue.catalog import Route
 
 # Why a backend was chosen (the usage row's ``route_reason``).
@@ -55,6 +58,15 @@ class Signals(NamedTuple):
     pressure: float = 0.0
 
 
+class Held(NamedTuple):
+    """A precise backend's view of the prompt: its leading token blocks the
+    backend holds, of how many, of how many tokens each."""
+
+    found: int
+    total: int
+    block_size: int
+
+
 NO_SIGNALS = Signals()
 SHARE_PRIOR = 2
 # Above any score: the backend a turn-state token names comes first.
@@ -73,6 +85,8 @@ class Observed:
     holder: str | None = None
     # Requests scored onto each backend lately (``recent_seconds``).
     recent: Sequence[int] = ()
+    # For each backend in precise mode, what its events say it holds.
+    precise: Sequence[Held | None] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +101,34 @@ class Ranking:
     holder: int | None
     bonus: list[float]
     per_request: list[float]
+    # Each candidate's reuse term, and the prompt tokens that is.
+    reuse: Sequence[float] = ()
+    tokens: Sequence[int] = ()
 
     def first(self, index: int) -> Ranking:
         """The same, with ``index`` first while it has a free slot (a turn's backend)."""
         bonus = [b + PIN_BONUS if i == index else b for i, b in enumerate(self.bonus)]
         order = [index, *(i for i in self.order if i != index)]
-        return Ranking(order, self.scores, self.blocks, self.holder, bonus, self.per_request)
+        return Ranking(
+            order,
+            self.scores,
+            self.blocks,
+            self.holder,
+            bonus,
+            self.per_request,
+            self.reuse,
+            self.tokens,
+        )
+
+
+def reuse_of(observed: Observed, i: int, total_blocks: int) -> tuple[float, int]:
+    """Candidate ``i``'s reuse term and the prompt tokens it stands for."""
+    held = observed.precise[i] if i < len(observed.precise) else None
+    if held is not None:
+        reuse = held.found / held.total if held.total else 0.0
+        return reuse, held.found * held.block_size
+    reuse = observed.blocks[i] / total_blocks if total_blocks else 0.0
+    return reuse, PromptBlocks.tokens(observed.blocks[i])
 
 
 def scale_of(route: Route) -> float:
@@ -115,8 +151,9 @@ def rank(
     )
     scores = []
     placed = sum(observed.recent)
+    terms = [reuse_of(observed, i, total_blocks) for i in range(len(routes))]
     for i, route in enumerate(routes):
-        reuse = observed.blocks[i] / total_blocks if total_blocks else 0.0
+        reuse = terms[i][0]
         score = weights["prefix_weight"] * reuse - weights["load_weight"] * load_of(
             route, observed.counts[i], observed.signals[i]
         )
@@ -136,7 +173,8 @@ def rank(
     order = sorted(shuffled, key=lambda i: -scores[i])
     per_request = [weights["load_weight"] / scale_of(route) for route in routes]
     bonus = [s + per_request[i] * observed.counts[i] for i, s in enumerate(scores)]
-    return Ranking(order, scores, observed.blocks, holder, bonus, per_request)
+    reuses, tokens = [t[0] for t in terms], [t[1] for t in terms]
+    return Ranking(order, scores, observed.blocks, holder, bonus, per_request, reuses, tokens)
 
 
 def reason(ranking: Ranking, chosen: int) -> str:
@@ -145,7 +183,8 @@ def reason(ranking: Ranking, chosen: int) -> str:
     weights = settings.SWITCHYARD_ROUTING
     if chosen == ranking.holder and weights["affinity_weight"] > 0:
         return AFFINITY
-    found = ranking.blocks[chosen]
-    if found and found == max(ranking.blocks) and weights["prefix_weight"] > 0:
+    reuse = ranking.reuse or [float(b) for b in ranking.blocks]
+    found = reuse[chosen]
+    if found and found == max(reuse) and weights["prefix_weight"] > 0:
         return PREFIX
     return LEAST_LOADED

@@ -44,6 +44,10 @@ class BackendEntry:
     # Platform staff let this backend sit on a private or link-local
     # address (``backends.addresses``).
     allow_private: bool = False
+    # Precise prefix scoring: where its KV-cache events come from, and the
+    # folder of its model's tokenizer (both or neither).
+    kv_events_endpoint: str = ""
+    tokenizer_path: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +148,8 @@ def _backend_entry(backend, compared: set[Any]) -> BackendEntry:
         version=backend.version,
         counted=backend.max_concurrency > 0 or backend.id in compared,
         allow_private=backend.allow_private,
+        kv_events_endpoint=backend.kv_events_endpoint,
+        tokenizer_path=backend.tokenizer_path,
     )
 
 

@@ -55,6 +55,11 @@ class Backend(models.Model):
     # Set by platform staff only: this backend may sit on a loopback, link-local
     # or private address where the platform refuses them (BACKEND_ALLOW_PRIVATE).
     allow_private = models.BooleanField(default=False)
+    # Precise prefix scoring (docs/operations/routing.md), set by platform
+    # staff only: the ZMQ address vLLM publishes its KV-cache events on, and
+    # the local folder of the model's tokenizer and chat template.
+    kv_events_endpoint = models.CharField(max_length=300, blank=True, default="")
+    tokenizer_path = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

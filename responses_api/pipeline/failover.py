@@ -38,6 +38,7 @@ from responses_api.catalogue.catalog import ModelEntry, Route
 from responses_api.pipeline.exchange import Exchange
 from responses_api.pipeline.turn_state import turn_token
 from responses_api.protocol.errors import TRACE_BODY_BYTES, ApiError, trace_excerpt
+from responses_api.store.seal import cache_salt
 from responses_api.translate.request import ChatDraft, ChatPlan
 
 MAX_ATTEMPTS = 3
@@ -76,7 +77,8 @@ async def upstream(
     prompt = None
     chat = path == "/chat/completions"
     if chat and pinned is None and len(model.routes) > 1 and exchange.caller is not None:
-        prompt = prompt_blocks(exchange.caller.organisation_id, draft.body)
+        organisation_id = exchange.caller.organisation_id
+        prompt = prompt_blocks(organisation_id, draft.body, cache_salt(organisation_id))
     while exchange.attempts < MAX_ATTEMPTS:
         lease = await _lease(exchange, model, pinned, (affinity, turn, prompt), tried, last_error)
         if lease is None:

@@ -14,9 +14,12 @@ over workers with ``--dist loadfile``).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -36,9 +39,13 @@ START_TIMEOUT = 300
 
 @dataclass
 class VllmServer(Proc):
-    """``url`` is the OpenAI base URL (``…/v1``); ``root`` the server itself."""
+    """``url`` is the OpenAI base URL (``…/v1``); ``root`` the server itself;
+    ``events`` where it publishes its KV-cache events (it binds, subscribers
+    connect); ``model`` its model folder."""
 
     root: str = ""
+    events: str = ""
+    model: str = ""
 
     def metric(self, name: str) -> float:
         """A series of the server's /metrics, summed over its labels."""
@@ -88,6 +95,16 @@ def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
         missing("the test model", model, f"set SWITCHYARD_TEST_VLLM_MODEL to {MODEL_DIR}")
     port = free_port()
     log = _log_path("vllm")
+    # An ipc:// endpoint: vLLM binds it, so every web process can connect
+    # (precise routing), and nothing listens beyond this machine.
+    events_dir = tempfile.mkdtemp(prefix="sy-kv-")
+    events = f"ipc://{events_dir}/events"
+    kv_events = {
+        "enable_kv_cache_events": True,
+        "publisher": "zmq",
+        "endpoint": events,
+        "topic": "kv",
+    }
     env = {
         **os.environ,
         "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB: the default would take a quarter of memory
@@ -108,6 +125,7 @@ def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
             *("--enable-prefix-caching", "--enable-prompt-tokens-details"),
             *("--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
             "--trust-request-chat-template",  # a backend's extra_body may bring one
+            *("--kv-events-config", json.dumps(kv_events)),
         ],
         env=env,
         stdout=log.open("w"),
@@ -119,7 +137,9 @@ def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
         preexec_fn=_lowest_priority,
     )
     root = f"http://127.0.0.1:{port}"
-    server = VllmServer(process, root + "/v1", port, log, root=root)
+    server = VllmServer(
+        process, root + "/v1", port, log, root=root, events=events, model=str(model)
+    )
 
     try:
         wait_healthy(
@@ -127,9 +147,11 @@ def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
         )
     except WaitTimeout:
         server.stop()
+        shutil.rmtree(events_dir, ignore_errors=True)
         raise
     yield server
     server.stop()
+    shutil.rmtree(events_dir, ignore_errors=True)
 
 
 @dataclass

@@ -13,13 +13,15 @@ import uuid
 
 import httpx
 import pytest
+from openai import OpenAI
+from prometheus_client.parser import text_string_to_metric_families
 from websockets.sync.client import connect as ws_connect
 
 from responses_api.backends.health import backend_check
 from responses_api.catalogue import catalog
 from responses_api.checks.model_check import run_check, table
 from responses_api.models import Backend
-from tests.conftest import usage_rows, wait_for, wait_rows
+from tests.conftest import server_env, start_daphne, usage_rows, wait_for, wait_rows
 from tests.support import wait_until
 from tests.vllm.conftest import UPSTREAM_MODEL, VLLM_VERSION
 
@@ -286,3 +288,123 @@ def test_health_and_model_check_read_the_servers_models_and_version(vllm_server,
     assert {r["name"] for r in check.results} == {"context_window"}
     assert check.passed, table(check)
     catalog.forget()
+
+
+# --- precise prefix scoring: the blocks vLLM's KV-cache events report -------
+
+METRICS_TOKEN = "kv-events-metrics"
+BLOCK = 128
+
+
+def held_blocks(web, endpoint: str) -> float:
+    """The blocks the web process's index of ``endpoint`` holds (/metrics)."""
+    text = httpx.get(
+        web.url + "/metrics", headers={"authorization": f"Bearer {METRICS_TOKEN}"}, timeout=5
+    ).text
+    for family in text_string_to_metric_families(text):
+        if family.name == "switchyard_kv_event_blocks":
+            for sample in family.samples:
+                if sample.labels.get("endpoint") == endpoint:
+                    return sample.value
+    return -1.0
+
+
+def precise_tenant(slug: str, vllm_server, web):
+    """An organisation whose ``stories`` runs on two backends of the same
+    vLLM: ``precise`` (scored by its events) and ``plain`` (approximate)."""
+    from accounts.services.api_keys import api_key_create
+    from accounts.services.organisations import organisation_ensure
+    from responses_api.catalogue.services.backends import backend_ensure
+    from responses_api.catalogue.services.served_models import model_ensure
+
+    organisation, _ = organisation_ensure(slug=slug, name=slug.title())
+    backends = {}
+    for name, events, folder in (
+        ("precise", vllm_server.events, vllm_server.model),
+        ("plain", None, None),
+    ):
+        backends[name], _ = backend_ensure(
+            organisation=organisation,
+            name=name,
+            base_url=vllm_server.url,
+            dialect="vllm",
+            kv_events_endpoint=events,
+            tokenizer_path=folder,
+        )
+        model_ensure(
+            organisation=organisation,
+            public_id="stories",
+            backend=backends[name],
+            upstream_name=UPSTREAM_MODEL,
+            context_window=2048,
+        )
+    _, key = api_key_create(organisation=organisation, name="precise key")
+    client = OpenAI(base_url=web.url + "/v1", api_key=key, max_retries=0)
+    return organisation, backends, client
+
+
+def test_precise_mode_scores_by_the_blocks_vllm_reports(vllm_server):
+    from responses_api.backends.prompt_tokens import prompt_token_ids
+
+    web = start_daphne(env=server_env(METRICS_TOKEN=METRICS_TOKEN))
+    try:
+        acme, acme_backends, acme_client = precise_tenant("acme", vllm_server, web)
+        globex, _, globex_client = precise_tenant("globex", vllm_server, web)
+
+        def ask(client, prompt: str, **headers: str):
+            return client.responses.create(
+                model="stories",
+                input=prompt,
+                temperature=0,
+                max_output_tokens=1,
+                extra_headers=headers or None,
+            )
+
+        # The web process subscribes when it first scores a precise backend;
+        # a SUB socket misses what was published before it joined, so
+        # prompts go until the index shows blocks.
+        def subscribed() -> bool:
+            ask(acme_client, long_prompt())
+            return held_blocks(web, vllm_server.events) > 0
+
+        wait_until(subscribed, timeout=60, interval=0.5, message="no KV-cache events arrived")
+
+        prompt = long_prompt()
+        body = {"messages": [{"role": "user", "content": prompt}]}
+        ids = prompt_token_ids(vllm_server.model, body)
+        # Rendered and tokenized as vLLM does it.
+        tokenized = httpx.post(
+            vllm_server.root + "/tokenize",
+            json={"model": UPSTREAM_MODEL, **body, "add_generation_prompt": True},
+            timeout=30,
+        ).json()
+        assert ids == tokenized["tokens"]
+        whole = len(ids) // BLOCK
+        assert whole >= 2
+
+        before = held_blocks(web, vllm_server.events)
+        precise_id = str(acme_backends["precise"].id)
+        first = ask(acme_client, prompt, **{"X-Backend-Id": precise_id})
+        assert first.usage.input_tokens == len(ids)
+        # The events arrived: the index holds at least the prompt's blocks more.
+        wait_until(
+            lambda: held_blocks(web, vllm_server.events) >= before + whole,
+            timeout=20,
+            message="the prompt's blocks never reached the index",
+        )
+
+        second = ask(acme_client, prompt)
+        assert second.switchyard["backend"]["name"] == "precise"
+        assert second.usage.input_tokens_details.cached_tokens >= whole * BLOCK
+        (scored,) = wait_rows(1, organisation=acme, response_id=second.id)
+        # reuse = 1: every whole block of the prompt, as the events reported.
+        assert scored.route_reason == "prefix"
+        assert scored.prefix_reused_tokens == whole * BLOCK
+
+        # Globex's same prompt carries another salt: nothing of Acme's counts.
+        third = ask(globex_client, prompt)
+        (row,) = wait_rows(1, organisation=globex, response_id=third.id)
+        assert row.prefix_reused_tokens == 0 and row.route_reason != "prefix"
+        assert row.cached_tokens == 0
+    finally:
+        web.stop()

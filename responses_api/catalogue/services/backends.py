@@ -35,7 +35,12 @@ BACKEND_FIELDS = (
     "enabled",
     "extra_body",
     "allow_private",
+    "kv_events_endpoint",
+    "tokenizer_path",
 )
+# Platform staff's to set: an address the web processes connect to and a
+# folder they read.
+STAFF_FIELDS = ("allow_private", "kv_events_endpoint", "tokenizer_path")
 
 
 def _backend_name_taken(
@@ -105,8 +110,34 @@ def _backend_clean(
     errors.check(lambda: flag_field(values["enabled"], field="enabled"), None)
     if not isinstance(values["extra_body"], dict):
         errors.add("extra_body", "A JSON object.")
+    precise = _precise_clean(values, errors)
     errors.raise_any()
-    return {**values, "name": name, "base_url": url}
+    return {**values, "name": name, "base_url": url, **precise}
+
+
+def _precise_clean(values: dict[str, Any], errors: FieldErrors) -> dict[str, str]:
+    """The precise mode's two fields: both or neither, on a vLLM backend."""
+    endpoint = values.get("kv_events_endpoint") or ""
+    folder = values.get("tokenizer_path") or ""
+    if not isinstance(endpoint, str) or not isinstance(folder, str):
+        errors.add("kv_events_endpoint", "Text.")
+        return {}
+    endpoint, folder = endpoint.strip(), folder.strip()
+    if endpoint and not (
+        endpoint.startswith(("tcp://", "ipc://")) and len(endpoint) <= 300 and " " not in endpoint
+    ):
+        errors.add(
+            "kv_events_endpoint",
+            "A ZMQ address vLLM publishes on, tcp://HOST:PORT or ipc://PATH (at most 300 "
+            "characters).",
+        )
+    if folder and not (folder.startswith("/") and len(folder) <= 500):
+        errors.add("tokenizer_path", "An absolute path of at most 500 characters.")
+    if bool(endpoint) != bool(folder):
+        errors.add("tokenizer_path", "Precise mode needs both the events address and the folder.")
+    if endpoint and values.get("dialect") != Backend.Dialect.VLLM:
+        errors.add("kv_events_endpoint", "Only a backend of dialect vllm publishes KV events.")
+    return {"kv_events_endpoint": endpoint, "tokenizer_path": folder}
 
 
 def _upstream_key_apply(backend: Backend, upstream_key: str | None) -> str | None:
@@ -153,12 +184,20 @@ def backend_create(
     upstream_key: str = "",
     extra_body: dict[str, Any] | None = None,
     allow_private: bool = False,
+    kv_events_endpoint: str = "",
+    tokenizer_path: str = "",
 ) -> Backend:
     """Add a backend to the organisation (None: a shared, platform backend).
-    ``allow_private`` lets it sit on a private or link-local address; only
-    platform staff may set it."""
-    if allow_private and not may_allow_private(actor):
-        raise ValidationError({"allow_private": "Only platform staff may set this."})
+    ``allow_private`` lets it sit on a private or link-local address; it and
+    the precise mode's fields are platform staff's to set."""
+    staff_values = {
+        "allow_private": allow_private,
+        "kv_events_endpoint": kv_events_endpoint,
+        "tokenizer_path": tokenizer_path,
+    }
+    refused = [f for f, v in staff_values.items() if v]
+    if refused and not may_allow_private(actor):
+        raise ValidationError({f: "Only platform staff may set this." for f in refused})
     values = _backend_clean(
         organisation_id=organisation.pk if organisation else None,
         backend_id=None,
@@ -169,7 +208,7 @@ def backend_create(
             "max_concurrency": max_concurrency,
             "enabled": enabled,
             "extra_body": extra_body if extra_body is not None else {},
-            "allow_private": allow_private,
+            **staff_values,
         },
     )
     backend = Backend(organisation=organisation, **values)
@@ -194,9 +233,9 @@ def backend_update(*, backend: Backend, actor: Actor, data: Mapping[str, Any]) -
     current = {f: getattr(backend, f) for f in BACKEND_FIELDS}
     wanted = {f: data[f] for f in BACKEND_FIELDS if f in data}
     staff = may_allow_private(actor)
-    flag = current["allow_private"]
-    if not staff and wanted.get("allow_private", flag) != flag:
-        raise ValidationError({"allow_private": "Only platform staff may change this."})
+    refused = [f for f in STAFF_FIELDS if not staff and wanted.get(f, current[f]) != current[f]]
+    if refused:
+        raise ValidationError({f: "Only platform staff may change this." for f in refused})
     new_url = "base_url" in wanted and (
         str(wanted["base_url"]).strip().rstrip("/") != current["base_url"]
     )
@@ -248,6 +287,8 @@ def backend_ensure(
     max_concurrency: int | None = None,
     extra_body: dict[str, Any] | None = None,
     allow_private: bool | None = None,
+    kv_events_endpoint: str | None = None,
+    tokenizer_path: str | None = None,
     actor: Actor = CLI,
 ) -> tuple[Backend, bool]:
     """Create the backend, or update the fields given; idempotent, for
@@ -265,6 +306,8 @@ def backend_ensure(
             upstream_key=api_key or "",
             extra_body=extra_body,
             allow_private=bool(allow_private),
+            kv_events_endpoint=kv_events_endpoint or "",
+            tokenizer_path=tokenizer_path or "",
         )
         return created, True
     data: dict[str, Any] = {"base_url": base_url}
@@ -274,6 +317,8 @@ def backend_ensure(
         ("extra_body", extra_body),
         ("upstream_key", api_key),
         ("allow_private", allow_private),
+        ("kv_events_endpoint", kv_events_endpoint),
+        ("tokenizer_path", tokenizer_path),
     ):
         if value is not None:
             data[field] = value
