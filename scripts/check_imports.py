@@ -48,6 +48,7 @@ PARTS = (
     ("translate",),
     ("access", "catalogue"),
     ("usage", "store", "backends", "tools"),
+    ("retrieval",),
     ("pipeline",),
     ("api",),
     ("background",),

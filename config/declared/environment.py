@@ -20,7 +20,16 @@ from typing import Any
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from config.declared import elsewhere, gateway, process, routing, sign_in, stores, tools
+from config.declared import (
+    elsewhere,
+    gateway,
+    process,
+    retrieval,
+    routing,
+    sign_in,
+    stores,
+    tools,
+)
 from config.declared.spec import Derived, Setting
 
 # The reference's sections, in its order: what Switchyard's processes
@@ -31,6 +40,7 @@ SECTIONS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
     (gateway.TITLE, gateway.SETTINGS),
     (routing.TITLE, routing.SETTINGS),
     (tools.TITLE, tools.SETTINGS),
+    (retrieval.TITLE, retrieval.SETTINGS),
     (sign_in.TITLE, sign_in.SETTINGS),
     ("Read by the OpenTelemetry SDK", process.OPENTELEMETRY),
     ("Read by the systemd units", elsewhere.SYSTEMD),

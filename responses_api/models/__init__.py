@@ -1,4 +1,5 @@
-"""Backends, the models they serve, the usage log; MCP servers in ``models.mcp``."""
+"""Backends, the models they serve, the usage log; MCP servers in ``models.mcp``,
+vector stores in ``models.retrieval``."""
 
 import uuid
 
@@ -7,6 +8,9 @@ from django.utils import timezone
 
 from accounts.models import ApiKey, Organisation
 from responses_api.models.mcp import McpServer as McpServer
+from responses_api.models.retrieval import Chunk as Chunk
+from responses_api.models.retrieval import VectorStore as VectorStore
+from responses_api.models.retrieval import VectorStoreFile as VectorStoreFile
 from responses_api.models.stored import Conversation as Conversation
 from responses_api.models.stored import ConversationItem as ConversationItem
 from responses_api.models.stored import StoredItem as StoredItem
