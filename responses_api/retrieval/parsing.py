@@ -31,6 +31,9 @@ def file_format(filename: str, content: bytes) -> str:
     suffix = PurePosixPath(filename.lower()).suffix
     if suffix in TEXT_SUFFIXES:
         return "text"
+    if suffix == ".pdf" and b"%PDF-" not in content[:1024]:
+        archive = " (it is a ZIP archive)" if content.startswith(b"PK\x03\x04") else ""
+        raise ParseError(f"The file is not a PDF{archive}: it has no PDF header.")
     if suffix in FORMATS:
         return FORMATS[suffix]
     raise ParseError(
