@@ -135,7 +135,7 @@ class StoreVectors:
                 return self._exact(query, limit, keys[rows], matrix[rows])
         if ann is None:
             return self._exact(query, limit, keys, matrix)
-        wanted = max(limit * 2, 20) if rows is None else max(limit * 10, 100)
+        wanted = max(limit * 4, 40) if rows is None else max(limit * 10, 100)
         with self.lock:  # a graph is not searched while it changes
             found = ann.search(query, min(wanted, len(keys)))  # type: ignore[attr-defined]
         candidates = np.asarray(found.keys, dtype=np.uint64)

@@ -88,7 +88,8 @@ def _zip_bomb() -> bytes:
         ("bomb.pdf", _zip_bomb(), "not a PDF (it is a ZIP archive)"),
         (
             "broken.pdf",
-            b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 9 0 R >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF",
+            b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 9 0 R >> endobj\n"
+            b"trailer << /Root 1 0 R >>\n%%EOF",
             "PDF",
         ),
         ("rows.csv", b'a,b\n1,"unterminated\n2,3\n', "CSV"),

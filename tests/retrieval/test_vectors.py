@@ -108,7 +108,9 @@ def test_the_graph_finds_what_exact_search_finds():
         store.apply(np.zeros(0, dtype=np.uint64), np.arange(1, 3001, dtype=np.uint64), data)
     ann.build(threads=0)
     hits = 0
-    for query in vectors.normalised(rng.standard_normal((50, 48))):
+    # Queries as the documents are: near one of the topics.
+    queries = centres[rng.integers(0, 20, 50)] + 0.3 * rng.standard_normal((50, 48))
+    for query in vectors.normalised(queries):
         want = {key for key, _ in exact.search(query, 10)}
         hits += len(want & {key for key, _ in ann.search(query, 10)})
     assert hits / 500 >= 0.95
