@@ -1,6 +1,7 @@
 """Keyword search over a store's chunks, in the database's own full-text
 index: PostgreSQL's tsvector (a stored column under a GIN index) ranked by
-``ts_rank``, or SQLite's FTS5 ranked by BM25. Both index the hashed terms
+``ts_rank`` (at most ``MAX_RANKED`` matches of a query), or SQLite's FTS5
+ranked by BM25. Both index the hashed terms
 of ``terms`` (``retrieval.terms``); a query is the OR of its terms."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from django.db import connection
 
 # Placeholders per statement stay below SQLite's limit (32766).
 MAX_FILES = 5000
+MAX_RANKED = 10_000
 
 
 def keyword_search(
@@ -31,14 +33,17 @@ def keyword_search(
         # Too many files to name: the best of all chunks, then those of the files.
         wanted, limit = set(file_pks), limit * 10
     if connection.vendor == "postgresql":
-        query = " | ".join(terms)
+        # Ranks at most MAX_RANKED matches: a query of words found in most
+        # chunks would otherwise rank them all (the vector side of a hybrid
+        # search still sees every chunk).
         sql = (
-            "SELECT c.id, ts_rank(c.terms_tsv, q) AS rank, c.file_id "
-            "FROM responses_api_chunk c, to_tsquery('simple', %s) q "
-            f"WHERE c.store_id = %s AND c.terms_tsv @@ q{files} "
+            "SELECT c.id, ts_rank(c.terms_tsv, q.q) AS rank, c.file_id "
+            "FROM (SELECT to_tsquery('simple', %s) AS q) q CROSS JOIN LATERAL ("
+            "SELECT id, terms_tsv, file_id FROM responses_api_chunk "
+            f"WHERE store_id = %s AND terms_tsv @@ q.q{files.replace('c.', '')} LIMIT %s) c "
             "ORDER BY rank DESC, c.id LIMIT %s"
         )
-        arguments = [query, store_id, *params, limit]
+        arguments = [" | ".join(terms), store_id, *params, MAX_RANKED, limit]
     else:
         query = " OR ".join(f'"{term}"' for term in terms)
         sql = (
