@@ -7,6 +7,7 @@ of ``terms`` (``retrieval.terms``); a query is the OR of its terms."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from django.db import connection
 
@@ -23,7 +24,7 @@ def keyword_search(
     only the chunks of those files (a ``filters`` match)."""
     if not terms or (file_pks is not None and not file_pks):
         return []
-    params: list[object] = []
+    params: list[int] = []
     files = ""
     wanted = None
     if file_pks is not None and len(file_pks) <= MAX_FILES:
@@ -43,7 +44,7 @@ def keyword_search(
             f"WHERE store_id = %s AND terms_tsv @@ q.q{files.replace('c.', '')} LIMIT %s) c "
             "ORDER BY rank DESC, c.id LIMIT %s"
         )
-        arguments = [" | ".join(terms), store_id, *params, MAX_RANKED, limit]
+        arguments: list[Any] = [" | ".join(terms), store_id, *params, MAX_RANKED, limit]
     else:
         query = " OR ".join(f'"{term}"' for term in terms)
         sql = (

@@ -24,6 +24,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -62,7 +63,7 @@ class StoreVectors:
         self.keys = np.zeros(0, dtype=np.uint64)
         self.matrix = np.zeros((0, dimensions), dtype=np.float32)
         self.version: int | None = None
-        self.ann = None
+        self.ann: Any = None
         self.ann_keys = np.zeros(0, dtype=np.uint64)
         self.building = False
         self.lock = threading.RLock()
@@ -86,16 +87,16 @@ class StoreVectors:
             if self.ann is not None:
                 self._reconcile(self.ann)
 
-    def _reconcile(self, ann: object) -> None:
+    def _reconcile(self, ann: Any) -> None:
         """Bring the graph to the keys of the matrix (it lags after a
         background build, or after writes applied to the matrix)."""
         extra = np.setdiff1d(self.ann_keys, self.keys, assume_unique=True)
         missing = np.setdiff1d(self.keys, self.ann_keys, assume_unique=True)
         if len(extra):
-            ann.remove(extra)  # type: ignore[attr-defined]
+            ann.remove(extra)
         if len(missing):
             rows = np.searchsorted(self.keys, missing)
-            ann.add(missing, self.matrix[rows], threads=1)  # type: ignore[attr-defined]
+            ann.add(missing, self.matrix[rows], threads=1)
         self.ann_keys = self.keys.copy()
 
     def build(self, threads: int = 1) -> None:
@@ -137,7 +138,7 @@ class StoreVectors:
             return self._exact(query, limit, keys, matrix)
         wanted = max(limit * 4, 40) if rows is None else max(limit * 10, 100)
         with self.lock:  # a graph is not searched while it changes
-            found = ann.search(query, min(wanted, len(keys)))  # type: ignore[attr-defined]
+            found = ann.search(query, min(wanted, len(keys)))
         candidates = np.asarray(found.keys, dtype=np.uint64)
         candidates = candidates[np.isin(candidates, keys)]
         if allowed is not None:
