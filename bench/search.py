@@ -208,6 +208,9 @@ def main() -> None:
     parser.add_argument("--million", action="store_true", help="also 1,000,000 chunks")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--keep", action="store_true", help="keep the stores afterwards")
+    parser.add_argument(
+        "--organisation", default="search-bench", help="the slug of the organisation it uses"
+    )
     args = parser.parse_args()
     setup(args.database_url)
     from django.db import connection
@@ -215,7 +218,7 @@ def main() -> None:
     from accounts.services.organisations import organisation_ensure
     from responses_api.retrieval.stores import vector_store_delete, vector_store_list
 
-    organisation, _ = organisation_ensure(slug="search-bench", name="Search bench")
+    organisation, _ = organisation_ensure(slug=args.organisation, name="Search bench")
     for left in vector_store_list(organisation_id=organisation.id):  # of an interrupted run
         vector_store_delete(organisation_id=organisation.id, store_id=left.id)
     sizes = [int(s) for s in args.sizes.split(",")] + ([1_000_000] if args.million else [])
