@@ -191,7 +191,7 @@ def table(rows: list[dict[str, float]], vendor: str) -> str:
         "|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in rows:
-        kind = "HNSW (usearch, int8) + exact re-rank" if r["ann"] else "exact"
+        kind = "HNSW (usearch, f16) + exact re-rank" if r["ann"] else "exact"
         lines.append(
             f"| {r['chunks']:,} | {r['ingest_per_s']:,.0f} | {r['index_s']:.1f} | "
             f"{r['p50']:.1f} / {r['p99']:.1f} | {r['vector_p50']:.2f} / {r['vector_p99']:.2f} | "

@@ -15,7 +15,7 @@ the two is caught by the next search.
 The graph is built in a thread of its own once a store passes ``ann_min``
 vectors; searches meanwhile stay exact. Its candidates are re-ranked with
 the exact vectors (kept for that and for filtered searches), so the scores
-are exact cosine similarities and the graph may be quantised (int8).
+are exact cosine similarities and the graph may be quantised (float16).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ ANN_MIN = 20_000
 # The graph's parameters, measured by bench/search.py (recall@10 against exact).
 CONNECTIVITY = 16
 EXPANSION_ADD = 64
-EXPANSION_SEARCH = 96
-ANN_DTYPE = "i8"
+EXPANSION_SEARCH = 256
+ANN_DTYPE = "f16"
 # A filtered search keeping at most this share of a store's vectors scans
 # them exactly; a wider one asks the graph for more and filters.
 FILTER_EXACT_SHARE = 0.2
@@ -136,7 +136,7 @@ class StoreVectors:
                 return self._exact(query, limit, keys[rows], matrix[rows])
         if ann is None:
             return self._exact(query, limit, keys, matrix)
-        wanted = max(limit * 4, 40) if rows is None else max(limit * 10, 100)
+        wanted = max(limit * 10, 100) if rows is None else max(limit * 20, 200)
         with self.lock:  # a graph is not searched while it changes
             found = ann.search(query, min(wanted, len(keys)))
         candidates = np.asarray(found.keys, dtype=np.uint64)
