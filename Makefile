@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install run test lint typecheck fix bench bench-console bench-routing docs docs-build
+.PHONY: install run test lint typecheck fix bench bench-console bench-routing bench-search docs docs-build
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,11 @@ bench-console: install
 # "Routing"): BENCH_ARGS=--write puts the table into bench/README.md.
 bench-routing: install
 	env -u REDIS_URL $(PY) bench/routing.py $(BENCH_ARGS)
+
+# Vector store ingestion and search at 1,000 and 100,000 chunks (bench/README.md,
+# "Vector store search"); BENCH_ARGS=--million adds 1,000,000. Honours DATABASE_URL.
+bench-search: install
+	$(PY) bench/search.py $(BENCH_ARGS)
 
 # The documentation site (mkdocs.yml, docs/): served at http://127.0.0.1:8001
 # while you edit it; docs-build builds it as CI does, --strict (a broken link

@@ -189,10 +189,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-# SWITCHYARD_PASSWORD_HASHERS=fast swaps the deliberately slow password hash
-# for MD5, for test runs (tests/conftest.py sets it for the test process and
-# the servers it starts, which must read the same hashes). Unset, Django's
-# default hashers apply; production refuses the fast one.
+# SWITCHYARD_PASSWORD_HASHERS=fast: MD5 for test runs (tests/conftest.py) and
+# the servers they start; production refuses it.
 _hashers = read("SWITCHYARD_PASSWORD_HASHERS")
 if _hashers == "fast":
     if PRODUCTION:
@@ -252,17 +250,12 @@ LOGGING = {
     },
 }
 
-# Prometheus metrics at /metrics, for requests bearing this token. Without a
-# token /metrics answers 404. Several processes on one machine share
-# PROMETHEUS_MULTIPROC_DIR (see docs/operations/metrics.md).
+# /metrics for requests bearing this token, else 404 (docs/operations/metrics.md).
 METRICS_TOKEN = read("METRICS_TOKEN")
 
 # --- Switchyard -------------------------------------------------------------
-# Fernet keys that encrypt what is kept at rest: upstream backend API keys
-# and stored responses. SWITCHYARD_ENCRYPTION_KEY is a comma-separated list
-# whose first key encrypts and every key decrypts; keys being retired may
-# instead be listed in SWITCHYARD_ENCRYPTION_KEYS_OLD (decrypt only). Derived
-# from SECRET_KEY when unset, so the embedded default needs no configuration.
+# Fernet keys that encrypt what is kept at rest (config/declared/process.py):
+# the first encrypts, every one decrypts; derived from SECRET_KEY when unset.
 SWITCHYARD_ENCRYPTION_KEY = read("SWITCHYARD_ENCRYPTION_KEY")
 SWITCHYARD_ENCRYPTION_KEYS_OLD = read("SWITCHYARD_ENCRYPTION_KEYS_OLD")
 fernet_refusals(
@@ -293,8 +286,13 @@ SWITCHYARD_MAX_BODY_BYTES = read("SWITCHYARD_MAX_BODY_BYTES")
 # The Files API (docs/api/files.md); the bucket's settings by SWITCHYARD_FILES_S3_<NAME>.
 SWITCHYARD_FILES_STORAGE = read("SWITCHYARD_FILES_STORAGE")
 SWITCHYARD_FILES_DIR = read("SWITCHYARD_FILES_DIR", default=str(BASE_DIR / "data" / "files"))
-_S3 = ("bucket", "endpoint_url", "region", "access_key_id", "secret_access_key")
-SWITCHYARD_FILES_S3 = {name: read(f"SWITCHYARD_FILES_S3_{name.upper()}") for name in _S3}
+SWITCHYARD_FILES_S3 = {
+    "bucket": read("SWITCHYARD_FILES_S3_BUCKET"),
+    "endpoint_url": read("SWITCHYARD_FILES_S3_ENDPOINT_URL"),
+    "region": read("SWITCHYARD_FILES_S3_REGION"),
+    "access_key_id": read("SWITCHYARD_FILES_S3_ACCESS_KEY_ID"),
+    "secret_access_key": read("SWITCHYARD_FILES_S3_SECRET_ACCESS_KEY"),
+}
 SWITCHYARD_FILES_MAX_BYTES = read("SWITCHYARD_FILES_MAX_BYTES")
 SWITCHYARD_FILES_QUOTA_BYTES = read("SWITCHYARD_FILES_QUOTA_BYTES")
 SWITCHYARD_FILES_UPLOAD_TIMEOUT_SECONDS = read("SWITCHYARD_FILES_UPLOAD_TIMEOUT_SECONDS")
@@ -303,13 +301,11 @@ SWITCHYARD_BODY_TIMEOUT_SECONDS = read("SWITCHYARD_BODY_TIMEOUT_SECONDS")
 # A request's line and headers not complete this long: the connection is
 # closed (config/patches.py, header_timeout).
 SWITCHYARD_HEADER_TIMEOUT_SECONDS = read("SWITCHYARD_HEADER_TIMEOUT_SECONDS")
-# A client that reads nothing of its response for this long while the
-# server's write buffer is full: the connection is closed and the request
-# ends as a client gone, 499 (config/patches.py, backpressure).
+# A client that reads nothing while the write buffer is full: closed, a 499
+# (config/patches.py, backpressure).
 SWITCHYARD_CLIENT_STALL_SECONDS = read("SWITCHYARD_CLIENT_STALL_SECONDS")
-# Sign-in throttle (console and admin): this many failures within the window
-# lock the account, or the client address, until the window (opened by the
-# first failure) ends.
+# Sign-in throttle (console and admin): failures that lock an account or an
+# address until the window opened by the first failure ends.
 SWITCHYARD_LOGIN_ACCOUNT_LIMIT = read("SWITCHYARD_LOGIN_ACCOUNT_LIMIT")
 SWITCHYARD_LOGIN_IP_LIMIT = read("SWITCHYARD_LOGIN_IP_LIMIT")
 SWITCHYARD_LOGIN_WINDOW_SECONDS = read("SWITCHYARD_LOGIN_WINDOW_SECONDS")
@@ -336,8 +332,13 @@ SWITCHYARD_MCP_MAX_TURNS = read("SWITCHYARD_MCP_MAX_TURNS")
 SWITCHYARD_EMBEDDINGS_MAX_INPUTS = read("SWITCHYARD_EMBEDDINGS_MAX_INPUTS")
 SWITCHYARD_EMBEDDINGS_MAX_CHARACTERS = read("SWITCHYARD_EMBEDDINGS_MAX_CHARACTERS")
 SWITCHYARD_EMBEDDINGS_MAX_ANSWER_BYTES = read("SWITCHYARD_EMBEDDINGS_MAX_ANSWER_BYTES")
-# After SIGTERM a web process refuses new work and lets in-flight exchanges
-# finish for this long; those still running are then ended (response.failed).
+# Vector stores: parsing guards, vector indexes, ingestion threads (docs/reference/retrieval.md).
+SWITCHYARD_RETRIEVAL_MAX_TEXT_CHARS = read("SWITCHYARD_RETRIEVAL_MAX_TEXT_CHARS")
+SWITCHYARD_RETRIEVAL_MAX_PDF_PAGES = read("SWITCHYARD_RETRIEVAL_MAX_PDF_PAGES")
+SWITCHYARD_RETRIEVAL_PARSE_SECONDS = read("SWITCHYARD_RETRIEVAL_PARSE_SECONDS")
+SWITCHYARD_RETRIEVAL_INDEX_CACHE_VECTORS = read("SWITCHYARD_RETRIEVAL_INDEX_CACHE_VECTORS")
+SWITCHYARD_RETRIEVAL_INGEST_THREADS = read("SWITCHYARD_RETRIEVAL_INGEST_THREADS")
+# After SIGTERM, in-flight exchanges finish for this long, then end (response.failed).
 SWITCHYARD_SHUTDOWN_GRACE_SECONDS = read("SWITCHYARD_SHUTDOWN_GRACE_SECONDS")
 # How long a WebSocket (WebSocket mode of /v1/responses) may stay open: then
 # it gets the websocket_connection_limit_reached error and is closed.
@@ -345,9 +346,7 @@ SWITCHYARD_WEBSOCKET_MAX_SECONDS = read("SWITCHYARD_WEBSOCKET_MAX_SECONDS")
 # Open WebSockets per API key and per organisation (0: no bound).
 SWITCHYARD_WEBSOCKETS_PER_KEY = read("SWITCHYARD_WEBSOCKETS_PER_KEY")
 SWITCHYARD_WEBSOCKETS_PER_ORGANISATION = read("SWITCHYARD_WEBSOCKETS_PER_ORGANISATION")
-# /readyz stays 200 (status "degraded") while the database or Redis has been
-# failing for less than this: a blip then takes no pod out of the load
-# balancer; a longer outage does (503). /healthz ignores both.
+# /readyz stays 200 ("degraded") through a database or Redis blip this short.
 SWITCHYARD_READY_GRACE_SECONDS = read("SWITCHYARD_READY_GRACE_SECONDS")
 # With Redis, web processes also write the usage rows they queue; false
 # leaves that to the Celery ``drain_usage`` task alone.

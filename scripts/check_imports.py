@@ -48,6 +48,7 @@ PARTS = (
     ("translate",),
     ("access", "catalogue"),
     ("usage", "store", "backends", "tools", "files"),
+    ("retrieval",),
     ("pipeline",),
     ("api",),
     ("background",),

@@ -1,6 +1,6 @@
 """Backends, the models they serve, the usage log; MCP servers in ``models.mcp``,
 web search providers in ``models.web_search``, uploaded files in
-``models.files``."""
+``models.files``, vector stores in ``models.retrieval``."""
 
 import uuid
 
@@ -10,6 +10,9 @@ from django.utils import timezone
 from accounts.models import ApiKey, Organisation
 from responses_api.models.files import FileRecord as FileRecord
 from responses_api.models.mcp import McpServer as McpServer
+from responses_api.models.retrieval import Chunk as Chunk
+from responses_api.models.retrieval import VectorStore as VectorStore
+from responses_api.models.retrieval import VectorStoreFile as VectorStoreFile
 from responses_api.models.stored import Conversation as Conversation
 from responses_api.models.stored import ConversationItem as ConversationItem
 from responses_api.models.stored import StoredItem as StoredItem

@@ -1,0 +1,246 @@
+"""Adding a file to a vector store: read its text, cut it into chunks,
+embed them, and write them with the file's status in one transaction, so
+that a search sees all of a file's chunks or none.
+
+``embed(texts) -> list[list[float]]`` is given by the caller (the
+embeddings endpoint's own function), so that this module decides nothing
+about models. :func:`ingest_dispatch` runs the work off the request, on a
+thread pool of the process (``SWITCHYARD_RETRIEVAL_INGEST_THREADS``)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import close_old_connections, connections, transaction
+
+from responses_api.models import Chunk, VectorStore, VectorStoreFile
+from responses_api.retrieval.chunking import Strategy, chunk_text, strategy_parse
+from responses_api.retrieval.errors import ParseError
+from responses_api.retrieval.parsing import extract_text
+from responses_api.retrieval.stores import (
+    attributes_check,
+    usage_recount,
+    vector_store_file_get,
+    vector_store_get,
+)
+from responses_api.retrieval.terms import index_terms
+from responses_api.runtime import secrets
+
+log = logging.getLogger(__name__)
+
+Embed = Callable[[list[str]], Sequence[Sequence[float]]]
+EMBED_BATCH = 64
+MAX_DIMENSIONS = 8192
+WRITE_BATCH = 1000
+
+
+class EmbeddingError(Exception):
+    pass
+
+
+def vector_store_file_create(
+    *,
+    organisation_id: int,
+    store_id: str,
+    file_id: str,
+    filename: str = "",
+    attributes: dict[str, Any] | None = None,
+    chunking_strategy: dict[str, Any] | None = None,
+) -> VectorStoreFile:
+    """The file's row, ``in_progress`` (a file added again is read again)."""
+    strategy = strategy_parse(chunking_strategy)
+    checked = attributes_check(attributes)
+    store = vector_store_get(organisation_id=organisation_id, store_id=store_id)
+    found, _ = VectorStoreFile.objects.update_or_create(
+        store_id=store.id,
+        file_id=file_id,
+        defaults={
+            "filename": filename,
+            "status": VectorStoreFile.Status.IN_PROGRESS,
+            "last_error": None,
+            "attributes": checked,
+            "chunking_strategy": strategy.as_json(),
+        },
+    )
+    return found
+
+
+def ingest_file(
+    organisation_id: int,
+    store_id: str,
+    file_id: str,
+    content: bytes,
+    filename: str,
+    embed: Embed,
+    *,
+    attributes: dict[str, Any] | None = None,
+    chunking_strategy: dict[str, Any] | None = None,
+) -> VectorStoreFile:
+    """Add a file and ingest it here and now; its row says how it went
+    (``completed``, or ``failed`` with ``last_error``)."""
+    vector_store_file_create(
+        organisation_id=organisation_id,
+        store_id=store_id,
+        file_id=file_id,
+        filename=filename,
+        attributes=attributes,
+        chunking_strategy=chunking_strategy,
+    )
+    return vector_store_file_process(
+        organisation_id=organisation_id,
+        store_id=store_id,
+        file_id=file_id,
+        content=content,
+        embed=embed,
+    )
+
+
+def vector_store_file_process(
+    *, organisation_id: int, store_id: str, file_id: str, content: bytes, embed: Embed
+) -> VectorStoreFile:
+    """Ingest a file already added (``in_progress``)."""
+    found = vector_store_file_get(
+        organisation_id=organisation_id, store_id=store_id, file_id=file_id
+    )
+    if found.status != VectorStoreFile.Status.IN_PROGRESS:
+        return found
+    try:
+        text = extract_text(content, found.filename)
+        static = found.chunking_strategy["static"]
+        strategy = Strategy(static["max_chunk_size_tokens"], static["chunk_overlap_tokens"])
+        pieces = list(chunk_text(text, strategy))
+        vectors = embed_all([piece.text for piece in pieces], embed)
+    except ParseError as error:
+        return _fail(found, error.code, error.message)
+    except EmbeddingError as error:
+        return _fail(found, "server_error", str(error))
+    rows = [
+        Chunk(
+            store_id=store_id,
+            file_id=found.pk,
+            position=piece.position,
+            text=secrets.encrypt(piece.text),
+            terms=index_terms(organisation_id, piece.text),
+            embedding=vector.tobytes(),
+            tokens=piece.tokens,
+        )
+        for piece, vector in zip(pieces, vectors, strict=True)
+    ]
+    dimensions = int(vectors.shape[1])
+    with transaction.atomic():
+        store = VectorStore.objects.select_for_update().filter(id=store_id).first()
+        current = VectorStoreFile.objects.select_for_update().filter(pk=found.pk).first()
+        if store is None or current is None or current.status != found.status:
+            return current or found  # deleted or cancelled meanwhile
+        if store.dimensions not in (None, dimensions):
+            return _fail(
+                current,
+                "server_error",
+                f"The embeddings have {dimensions} dimensions; the store's have "
+                f"{store.dimensions}.",
+            )
+        Chunk.objects.filter(file_id=current.pk).delete()
+        Chunk.objects.bulk_create(rows, batch_size=WRITE_BATCH)
+        current.status = VectorStoreFile.Status.COMPLETED
+        current.usage_bytes = len(text.encode())
+        current.save(update_fields=["status", "usage_bytes"])
+        if store.dimensions is None:
+            VectorStore.objects.filter(id=store_id).update(dimensions=dimensions)
+        usage_recount(store_id)
+    return current
+
+
+def embed_all(texts: list[str], embed: Embed) -> np.ndarray:
+    """Every text's embedding, float32, checked: as many as texts, one
+    width, finite numbers."""
+    out: list[np.ndarray] = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        batch = texts[start : start + EMBED_BATCH]
+        try:
+            got = embed(batch)
+        except Exception as error:
+            # The embedder is the caller's (a backend behind it): whatever
+            # it raises fails this file, not the worker.
+            log.warning("Embedding failed: %s", type(error).__name__)
+            raise EmbeddingError(f"Embedding the file's chunks failed ({error}).") from None
+        try:
+            matrix = np.asarray(got, dtype="<f4")
+        except (TypeError, ValueError):
+            raise EmbeddingError("The embeddings are not lists of numbers.") from None
+        if matrix.ndim != 2 or len(matrix) != len(batch):
+            raise EmbeddingError(f"{len(batch)} texts gave {len(matrix)} embeddings.")
+        if not 1 <= matrix.shape[1] <= MAX_DIMENSIONS or not np.isfinite(matrix).all():
+            raise EmbeddingError("The embeddings are not finite vectors of a usable width.")
+        out.append(matrix)
+    if not out:
+        raise EmbeddingError("There was nothing to embed.")
+    if len({m.shape[1] for m in out}) > 1:
+        raise EmbeddingError("The embeddings differ in width.")
+    return np.concatenate(out)
+
+
+def _fail(found: VectorStoreFile, code: str, message: str) -> VectorStoreFile:
+    found.status = VectorStoreFile.Status.FAILED
+    found.last_error = {"code": code, "message": message}
+    found.save(update_fields=["status", "last_error"])
+    return found
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    threads = max(1, settings.SWITCHYARD_RETRIEVAL_INGEST_THREADS)
+    return ThreadPoolExecutor(threads, thread_name_prefix="vector-store-ingest")
+
+
+def ingest_dispatch(
+    *,
+    organisation_id: int,
+    store_id: str,
+    file_id: str,
+    content: bytes,
+    filename: str,
+    embed: Embed,
+    attributes: dict[str, Any] | None = None,
+    chunking_strategy: dict[str, Any] | None = None,
+) -> tuple[VectorStoreFile, Future[VectorStoreFile]]:
+    """Add the file now (``in_progress``, what the API answers) and ingest
+    it on the process's pool; the future ends with the file's row."""
+    found = vector_store_file_create(
+        organisation_id=organisation_id,
+        store_id=store_id,
+        file_id=file_id,
+        filename=filename,
+        attributes=attributes,
+        chunking_strategy=chunking_strategy,
+    )
+    work = functools.partial(
+        _process_in_thread,
+        organisation_id=organisation_id,
+        store_id=store_id,
+        file_id=file_id,
+        content=content,
+        embed=embed,
+    )
+    return found, _pool().submit(work)
+
+
+def _process_in_thread(**arguments: Any) -> VectorStoreFile:
+    close_old_connections()
+    try:
+        return vector_store_file_process(**arguments)
+    except Exception:
+        # Nothing a file holds is meant to get here (it fails with its
+        # last_error above); a bug must still not leave it in_progress.
+        log.exception("Ingesting a vector store file failed")
+        found = VectorStoreFile.objects.get(
+            store_id=arguments["store_id"], file_id=arguments["file_id"]
+        )
+        return _fail(found, "server_error", "The file could not be ingested.")
+    finally:
+        connections.close_all()  # this thread's own

@@ -1,0 +1,207 @@
+"""Vector stores and their files: the service functions that
+``/v1/vector_stores`` and ``file_search`` call. Every one takes the
+caller's ``organisation_id``; another organisation's store is a
+:class:`NotFound` with the same message as a missing one."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, F, Sum
+from django.utils import timezone
+
+from responses_api.models import Chunk, VectorStore, VectorStoreFile
+from responses_api.retrieval.errors import InvalidParameter, NotFound
+from responses_api.retrieval.vectors import indexes
+
+MAX_ATTRIBUTES = 16
+MAX_KEY, MAX_VALUE = 64, 512
+
+
+def new_store_id() -> str:
+    return "vs_" + secrets.token_hex(16)
+
+
+def store_missing(store_id: str) -> NotFound:
+    return NotFound(f"No vector store found with id '{store_id}'.")
+
+
+def attributes_check(attributes: Any, param: str = "attributes") -> dict[str, Any]:
+    """OpenAI's limits: 16 keys of at most 64 characters, values strings of
+    at most 512 characters, numbers or booleans."""
+    if attributes is None:
+        return {}
+    if not isinstance(attributes, dict) or len(attributes) > MAX_ATTRIBUTES:
+        raise InvalidParameter("attributes must be an object of at most 16 keys.", param)
+    for key, value in attributes.items():
+        if len(key) > MAX_KEY:
+            raise InvalidParameter(f"Attribute keys are at most {MAX_KEY} characters.", param)
+        if isinstance(value, str) and len(value) > MAX_VALUE:
+            raise InvalidParameter(
+                f"Attribute '{key}' is longer than {MAX_VALUE} characters.", f"{param}.{key}"
+            )
+        if not isinstance(value, (str, int, float, bool)):
+            raise InvalidParameter(
+                f"Attribute '{key}' must be a string, number or boolean.", f"{param}.{key}"
+            )
+    return dict(attributes)
+
+
+def expires_after_check(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, dict)
+        or value.get("anchor") != "last_active_at"
+        or set(value) != {"anchor", "days"}
+        or type(value["days"]) is not int
+        or not 1 <= value["days"] <= 365
+    ):
+        raise InvalidParameter(
+            "expires_after must be {'anchor': 'last_active_at', 'days': 1..365}.",
+            "expires_after",
+        )
+    return dict(value)
+
+
+def vector_store_create(
+    *,
+    organisation_id: int,
+    name: str = "",
+    metadata: dict[str, str] | None = None,
+    expires_after: dict[str, Any] | None = None,
+) -> VectorStore:
+    expires_after = expires_after_check(expires_after)
+    now = timezone.now()
+    return VectorStore.objects.create(
+        id=new_store_id(),
+        organisation_id=organisation_id,
+        name=name,
+        metadata=metadata or {},
+        expires_after=expires_after,
+        expires_at=now + timedelta(days=expires_after["days"]) if expires_after else None,
+        last_active_at=now,
+        created_at=now,
+    )
+
+
+def vector_store_get(*, organisation_id: int, store_id: str) -> VectorStore:
+    """The organisation's store, unexpired, or NotFound."""
+    store = VectorStore.objects.filter(id=store_id, organisation_id=organisation_id).first()
+    if store is None or (store.expires_at is not None and store.expires_at <= timezone.now()):
+        raise store_missing(store_id)
+    return store
+
+
+def vector_store_list(*, organisation_id: int) -> Any:
+    return VectorStore.objects.filter(organisation_id=organisation_id)
+
+
+def vector_store_touch(store: VectorStore) -> None:
+    """``last_active_at`` (and the expiry anchored on it), written at most
+    once a minute, so that searches do not each write a row."""
+    now = timezone.now()
+    if now - store.last_active_at < timedelta(minutes=1):
+        return
+    fields: dict[str, Any] = {"last_active_at": now}
+    if store.expires_after:
+        fields["expires_at"] = now + timedelta(days=store.expires_after["days"])
+    VectorStore.objects.filter(id=store.id).update(**fields)
+
+
+def vector_store_delete(*, organisation_id: int, store_id: str) -> None:
+    """The store, its files, their chunks and vectors."""
+    with transaction.atomic():
+        store = vector_store_get(organisation_id=organisation_id, store_id=store_id)
+        Chunk.objects.filter(store_id=store.id).delete()
+        VectorStoreFile.objects.filter(store_id=store.id).delete()
+        store.delete()
+    indexes.forget(store_id)
+
+
+def file_counts(store: VectorStore) -> dict[str, int]:
+    """OpenAI's ``file_counts``, counted from the files."""
+    counts = {status: 0 for status in VectorStoreFile.Status.values}
+    rows = VectorStoreFile.objects.filter(store_id=store.id).values("status")
+    for row in rows.annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+    return {**counts, "total": sum(counts.values())}
+
+
+def store_status(store: VectorStore, counts: dict[str, int]) -> str:
+    if store.expires_at is not None and store.expires_at <= timezone.now():
+        return "expired"
+    return "in_progress" if counts["in_progress"] else "completed"
+
+
+def vector_store_json(store: VectorStore) -> dict[str, Any]:
+    """The store as OpenAI's ``VectorStore`` object."""
+    counts = file_counts(store)
+    return {
+        "id": store.id,
+        "object": "vector_store",
+        "created_at": int(store.created_at.timestamp()),
+        "name": store.name,
+        "usage_bytes": store.usage_bytes,
+        "file_counts": counts,
+        "status": store_status(store, counts),
+        "expires_after": store.expires_after,
+        "expires_at": int(store.expires_at.timestamp()) if store.expires_at else None,
+        "last_active_at": int(store.last_active_at.timestamp()),
+        "metadata": store.metadata,
+    }
+
+
+def vector_store_file_json(file: VectorStoreFile) -> dict[str, Any]:
+    """As OpenAI's ``VectorStoreFile`` object."""
+    return {
+        "id": file.file_id,
+        "object": "vector_store.file",
+        "created_at": int(file.created_at.timestamp()),
+        "vector_store_id": file.store_id,
+        "status": file.status,
+        "last_error": file.last_error,
+        "usage_bytes": file.usage_bytes,
+        "attributes": file.attributes,
+        "chunking_strategy": file.chunking_strategy,
+    }
+
+
+def vector_store_file_get(*, organisation_id: int, store_id: str, file_id: str) -> VectorStoreFile:
+    store = vector_store_get(organisation_id=organisation_id, store_id=store_id)
+    found = VectorStoreFile.objects.filter(store_id=store.id, file_id=file_id).first()
+    if found is None:
+        raise NotFound(f"No file found with id '{file_id}' in vector store '{store_id}'.")
+    return found
+
+
+def vector_store_file_list(
+    *, organisation_id: int, store_id: str, status: str | None = None
+) -> Any:
+    store = vector_store_get(organisation_id=organisation_id, store_id=store_id)
+    files = VectorStoreFile.objects.filter(store_id=store.id)
+    return files.filter(status=status) if status else files
+
+
+def vector_store_file_delete(*, organisation_id: int, store_id: str, file_id: str) -> None:
+    """The file's chunks and vectors go with it (the other processes'
+    caches drop them at their next search: the version moves)."""
+    with transaction.atomic():
+        found = vector_store_file_get(
+            organisation_id=organisation_id, store_id=store_id, file_id=file_id
+        )
+        Chunk.objects.filter(file_id=found.pk).delete()
+        found.delete()
+        usage_recount(store_id)
+
+
+def usage_recount(store_id: str) -> None:
+    """The store's ``usage_bytes`` from its files', and a new index version:
+    called in the transaction of every write to its chunks."""
+    total = VectorStoreFile.objects.filter(store_id=store_id).aggregate(n=Sum("usage_bytes"))["n"]
+    VectorStore.objects.filter(id=store_id).update(
+        usage_bytes=total or 0, index_version=F("index_version") + 1
+    )
