@@ -181,7 +181,7 @@ async def admit_turn(*, exchange: Exchange, draft: ChatDraft) -> None:
         return
     more = _reserving(spend, exchange, draft, 1, hold_id=spend.hold_id)
     # The hold's lease is renewed already, under its id, while the request runs.
-    reply = await reserve(more, grow=True)
+    reply = await reserve(more)
     status, counts = int(reply[0]), [int(v) for v in reply[1:]]
     if status == MISSING:
         # The month's counters are being rebuilt: this turn goes unheld,

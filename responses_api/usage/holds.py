@@ -48,9 +48,9 @@ MAX_HOLD_SECONDS = 86_400.0
 # keys' expiry (Unix time), then per scope its budget and quota (-1: none).
 # Returns {MISSING} when a counter is missing (nothing reserved), else
 # {RESERVED or REFUSED, then per scope spent units, spent tokens, held
-# units, held tokens (before this hold)}. _GROW checks the same way and adds
-# to the hold of that id (a tool loop's next backend call), or starts it.
-_CHECK = """
+# units, held tokens (before this hold)}. The hold is added to one of the same
+# id (a tool loop's next backend call holds under its request's id).
+_RESERVE = """
 local now, expiry, id, exat = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[6]
 local n = #KEYS / 4
 for i = 1, n do
@@ -81,25 +81,6 @@ for i = 1, n do
   table.insert(out, held_u); table.insert(out, held_t)
 end
 if not admit then out[1] = 0; return out end
-"""
-_RESERVE = (
-    _CHECK
-    + """
-for i = 1, n do
-  local h, z = KEYS[4*i-1], KEYS[4*i]
-  redis.call('HSET', h, id, ARGV[4] .. ':' .. ARGV[5])
-  redis.call('HINCRBY', h, '_u', ARGV[4])
-  redis.call('HINCRBY', h, '_t', ARGV[5])
-  redis.call('ZADD', z, expiry, id)
-  redis.call('EXPIREAT', h, exat)
-  redis.call('EXPIREAT', z, exat)
-end
-return out
-"""
-)
-_GROW = (
-    _CHECK
-    + """
 for i = 1, n do
   local h, z = KEYS[4*i-1], KEYS[4*i]
   local u, t = 0, 0
@@ -117,7 +98,6 @@ for i = 1, n do
 end
 return out
 """
-)
 
 # KEYS as above; ARGV: hold id, units, tokens. Gives the hold back and adds
 # the row's cost and tokens to the counters; an increment skips a counter
@@ -158,9 +138,7 @@ class _Holds:
         # Per hold id: the task serving its request, and when it is kept no longer.
         self.owners: dict[str, tuple[asyncio.Future[Any] | None, float]] = {}
 
-    def reserve(
-        self, plan: SpendPlan, owner: asyncio.Future[Any] | None = None, *, grow: bool = False
-    ) -> list[int]:
+    def reserve(self, plan: SpendPlan, owner: asyncio.Future[Any] | None = None) -> list[int]:
         self._ended()
         values = local_counters.read(plan.keys())
         if None in values:
@@ -182,9 +160,9 @@ class _Holds:
             return out
         for scope in plan.scopes:
             holds = self.held.setdefault(scope.base(plan.month), {})
-            units, tokens = holds.get(plan.hold_id, (0, 0)) if grow else (0, 0)
+            units, tokens = holds.get(plan.hold_id, (0, 0))
             holds[plan.hold_id] = (units + plan.units, tokens + plan.tokens)
-        if not grow or plan.hold_id not in self.owners:
+        if plan.hold_id not in self.owners:  # else grown, by the request that holds it
             self.owners[plan.hold_id] = (owner, time.monotonic() + MAX_HOLD_SECONDS)
         return out
 
@@ -223,10 +201,10 @@ class _Holds:
 local_holds = _Holds()
 
 
-def reserve_call(plan: SpendPlan, *, grow: bool = False) -> redis_conn.ScriptCall:
+def reserve_call(plan: SpendPlan) -> redis_conn.ScriptCall:
     """The check and the hold as one script call, to run alone or in the
-    admission's pipeline; with ``grow``, ``plan``'s amounts are added to
-    the hold of its id (held already by the same request)."""
+    admission's pipeline; ``plan``'s amounts are added to a hold of its id
+    (held already by the same request)."""
     now = time.time()
     args: list[Any] = [
         now,
@@ -238,7 +216,7 @@ def reserve_call(plan: SpendPlan, *, grow: bool = False) -> redis_conn.ScriptCal
     ]
     for scope in plan.scopes:
         args += scope.limits()
-    return redis_conn.ScriptCall(_GROW if grow else _RESERVE, _keys(plan), args)
+    return redis_conn.ScriptCall(_RESERVE, _keys(plan), args)
 
 
 def reserve_result(
@@ -257,14 +235,12 @@ def reserve_result(
     return status, [int(v) for v in result[1:]]
 
 
-async def reserve(
-    plan: SpendPlan, owner: asyncio.Future[Any] | None = None, *, grow: bool = False
-) -> list[Any]:
+async def reserve(plan: SpendPlan, owner: asyncio.Future[Any] | None = None) -> list[Any]:
     """The reservation on a round trip of its own (after a rebuild, or a
     hold grown for a tool loop's next backend call)."""
     if not redis_conn.enabled():
-        return local_holds.reserve(plan, owner, grow=grow)
-    return await redis_conn.run_call(reserve_call(plan, grow=grow))
+        return local_holds.reserve(plan, owner)
+    return await redis_conn.run_call(reserve_call(plan))
 
 
 def reserve_local(plan: SpendPlan, owner: asyncio.Future[Any] | None = None) -> list[int]:
