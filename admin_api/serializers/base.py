@@ -108,6 +108,23 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class PlatformGuardedSerializer(StrictSerializer):
+    """A resource with fields that only platform staff set (in the console or
+    on the command line), shown here: the platform's own network is behind
+    them. An organisation admin naming one gets a 400 that says so."""
+
+    staff_only: tuple[str, ...] = ("allow_private",)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            refused = [name for name in self.staff_only if name in data]
+            if refused:
+                raise serializers.ValidationError(
+                    {name: ["Only platform staff may set this."] for name in refused}
+                )
+        return super().to_internal_value(data)
+
+
 class DeletedSerializer(serializers.Serializer):
     """What a DELETE of a resource answers (OpenAI's shape)."""
 

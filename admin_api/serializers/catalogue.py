@@ -10,6 +10,7 @@ from rest_framework import serializers
 
 from admin_api.serializers.base import (
     ObjectTypeField,
+    PlatformGuardedSerializer,
     StrictBooleanField,
     StrictCharField,
     StrictChoiceField,
@@ -31,7 +32,7 @@ class BackendHealthSerializer(serializers.Serializer):
     last_error = serializers.CharField()
 
 
-class BackendSerializer(StrictSerializer):
+class BackendSerializer(PlatformGuardedSerializer):
     id = serializers.UUIDField(read_only=True)
     object = ObjectTypeField("backend")
     name = StrictCharField(max_length=100)
@@ -77,14 +78,6 @@ class BackendSerializer(StrictSerializer):
     )
     health = BackendHealthSerializer(source="*", read_only=True)
     created_at = serializers.DateTimeField(read_only=True)
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict) and "allow_private" in data:
-            # Not an organisation's to give: the platform's network is behind it.
-            raise serializers.ValidationError(
-                {"allow_private": ["Only platform staff may set this."]}
-            )
-        return super().to_internal_value(data)
 
     def get_has_upstream_key(self, backend: Backend) -> bool:
         return bool(backend.api_key_encrypted)

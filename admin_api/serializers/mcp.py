@@ -10,10 +10,10 @@ from rest_framework import serializers
 
 from admin_api.serializers.base import (
     ObjectTypeField,
+    PlatformGuardedSerializer,
     StrictBooleanField,
     StrictCharField,
     StrictChoiceField,
-    StrictSerializer,
 )
 from responses_api.catalogue.mcp_rules import HEADER_VALUE_MAX, TOOL_NAME_MAX, TOOLS_MAX
 from responses_api.catalogue.services.mcp_servers import DESCRIPTION_MAX, mcp_header_names
@@ -26,7 +26,7 @@ def _tool_names(**kwargs: Any) -> serializers.ListField:
     )
 
 
-class McpServerSerializer(StrictSerializer):
+class McpServerSerializer(PlatformGuardedSerializer):
     id = serializers.UUIDField(read_only=True)
     object = ObjectTypeField("mcp_server")
     # A declared field; DRF's metaclass takes it off the class, so it never
@@ -82,13 +82,6 @@ class McpServerSerializer(StrictSerializer):
     )
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict) and "allow_private" in data:
-            raise serializers.ValidationError(
-                {"allow_private": ["Only platform staff may set this."]}
-            )
-        return super().to_internal_value(data)
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_header_names(self, server: McpServer) -> list[str]:

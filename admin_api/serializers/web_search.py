@@ -3,23 +3,21 @@ takes it: the API key is write-only (its presence is shown)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rest_framework import serializers
 
 from admin_api.serializers.base import (
     ObjectTypeField,
+    PlatformGuardedSerializer,
     StrictBooleanField,
     StrictCharField,
     StrictChoiceField,
-    StrictSerializer,
 )
 from responses_api.catalogue.mcp_rules import HEADER_VALUE_MAX
 from responses_api.catalogue.services.web_search import TOOL_NAME_MAX
 from responses_api.models import WebSearchProvider
 
 
-class WebSearchProviderSerializer(StrictSerializer):
+class WebSearchProviderSerializer(PlatformGuardedSerializer):
     id = serializers.UUIDField(read_only=True)
     object = ObjectTypeField("web_search_provider")
     kind = StrictChoiceField(
@@ -63,13 +61,6 @@ class WebSearchProviderSerializer(StrictSerializer):
     )
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict) and "allow_private" in data:
-            raise serializers.ValidationError(
-                {"allow_private": ["Only platform staff may set this."]}
-            )
-        return super().to_internal_value(data)
 
     def get_has_api_key(self, provider: WebSearchProvider) -> bool:
         return bool(provider.api_key_encrypted)
