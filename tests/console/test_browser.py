@@ -11,6 +11,7 @@ except under CI (``CI=true``), where it fails.
 
 from __future__ import annotations
 
+import io
 import os
 import uuid
 from decimal import Decimal
@@ -285,7 +286,10 @@ LAPTOP = 1366
 
 def _every_page(tenant, crew) -> dict[str, list[tuple[str, str]]]:
     """Each console page with the longest values its cells hold, by who may see it."""
+    from accounts.audit import CLI
     from accounts.services.api_keys import api_key_create
+    from responses_api.catalogue.services.mcp_servers import mcp_server_create
+    from responses_api.files.service import file_create
     from responses_api.models import UsageLog
     from responses_api.usage.deadletters import Refusal, deadletters_add
 
@@ -314,6 +318,19 @@ def _every_page(tenant, crew) -> dict[str, list[tuple[str, str]]]:
     key = organisation.api_keys.order_by("created_at").first()
     row = UsageLog.objects.filter(organisation=organisation).exclude(session_id="").first()
     assert key is not None and row is not None
+    server = mcp_server_create(
+        organisation=organisation,
+        actor=CLI,
+        label="a-registered-server-with-a-long-label",
+        server_url="https://tools.example.com/a/rather/long/path/to/the/mcp/endpoint/of/a/team",
+    )
+    file_create(
+        organisation_id=organisation.id,
+        filename="quarterly-report-of-the-regional-sales-team-with-a-long-name.csv",
+        purpose="user_data",
+        content=io.BytesIO(b"region,sales\nnorth,1\n"),
+        size=21,
+    )
     return {
         "alice@example.com": [
             ("dashboard", ""),
@@ -331,6 +348,11 @@ def _every_page(tenant, crew) -> dict[str, list[tuple[str, str]]]:
             ("models", "models/"),
             ("model-create", "models/new/"),
             ("model-edit", f"models/{tenant.model.id}/"),
+            ("files", "files/"),
+            ("mcp-servers", "mcp-servers/"),
+            ("mcp-server-create", "mcp-servers/new/"),
+            ("mcp-server-edit", f"mcp-servers/{server.id}/edit/"),
+            ("web-search", "web-search/"),
             ("usage", "usage/"),
             ("session", f"usage/sessions/{row.session_id}/"),
             ("trace", f"trace/{row.request_id}/"),
