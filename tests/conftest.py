@@ -383,10 +383,14 @@ def pytest_sessionfinish(session, exitstatus):
 
 # Fixtures that start server processes: a file using one takes seconds.
 _PROCESS_FIXTURES = frozenset({"api_server", "simulator", "web"})
+# Folders whose files start real model servers or clients (vLLM takes a minute
+# to start): first of all, so that no worker starts one near the end.
+_HEAVIEST = ("vllm", "llamacpp", "e2e")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Files that start server processes first, the rest after, each file's
+    """Files that start server processes first (real model servers before
+    the others), the rest after, each file's
     tests in their order: ``make test``'s workers take a whole file at a
     time, and the run ends when the slowest one does; short files last keep
     them all busy to the end."""
@@ -395,4 +399,10 @@ def pytest_collection_modifyitems(config, items):
         for item in items
         if item.get_closest_marker("live") or _PROCESS_FIXTURES & set(item.fixturenames)
     }
-    items.sort(key=lambda item: item.path not in slow)
+
+    def rank(item) -> tuple[bool, int]:
+        folder = item.path.parent.name
+        heaviest = _HEAVIEST.index(folder) if folder in _HEAVIEST else len(_HEAVIEST)
+        return item.path not in slow, heaviest
+
+    items.sort(key=rank)
