@@ -45,6 +45,7 @@ from responses_api.translate.tools import HostedFunction, ToolRef
 if TYPE_CHECKING:
     from responses_api.pipeline.exchange import Exchange
     from responses_api.tools.mcp import McpServer
+    from responses_api.tools.mcp_sessions import Sessions
 
 # How long an approval's id is remembered as used: longer than any chain
 # that could carry it back.
@@ -75,9 +76,11 @@ class Offer:
 @dataclass(frozen=True, slots=True)
 class Hosted:
     """The request's MCP servers, listed: the hosted kind ``mcp``
-    (``pipeline.hosted.HostedKind``)."""
+    (``pipeline.hosted.HostedKind``). ``sessions``: one per server, open
+    from the listing until :meth:`close`."""
 
     offers: tuple[Offer, ...]
+    sessions: Sessions | None = None
     types: frozenset[str] = frozenset({"mcp"})
 
     def functions(self) -> list[HostedFunction]:
@@ -121,6 +124,10 @@ class Hosted:
     def results(self) -> dict[str, str]:
         return {}  # an mcp_call item holds its output
 
+    async def close(self) -> None:
+        if self.sessions is not None:
+            await self.sessions.aclose()
+
 
 async def run_call(
     exchange: Exchange, hosted: Hosted, item: Item, deadline: float
@@ -156,6 +163,7 @@ async def _called(hosted: Hosted, item: Item, deadline: float) -> list[dict[str,
         arguments,
         timeout=min(settings.SWITCHYARD_MCP_CALL_TIMEOUT_SECONDS, left),
         max_output_bytes=settings.SWITCHYARD_MCP_OUTPUT_BYTES,
+        sessions=hosted.sessions,
     )
     if outcome.error is not None:
         return mcp_result(item, error=outcome.error)
