@@ -48,6 +48,7 @@ from responses_api.pipeline.mcp_calls import (
     Hosted,
     Offer,
     answered_approvals,
+    approvals_checked,
     tool_needs_approval,
 )
 from responses_api.pipeline.relay import start
@@ -177,6 +178,9 @@ async def answer_with_tools(
     """Relay the backend's answers and run the hosted calls they make, until
     one answers without such a call (see the module's docstring)."""
     translator = output.translator
+    mcp = hosted.of(Hosted)
+    # Before the response starts: a wrong or replayed approval is a 400.
+    checked = await approvals_checked(call.exchange, mcp, request) if mcp is not None else []
     if output.writer is not None and not call.responder.started:
         # Started before the first item, which its snapshot must not hold yet.
         await start(call.responder, output.writer, translator)
@@ -186,10 +190,9 @@ async def answer_with_tools(
     caller = call.exchange.caller
     assert caller is not None
     organisation_id = caller.organisation_id
-    mcp = hosted.of(Hosted)
     approved = (
-        await answered_approvals(call.exchange, mcp, request, translator, deadline)
-        if mcp is not None
+        await answered_approvals(call.exchange, mcp, checked, translator, deadline)
+        if checked
         else []
     )
     if approved:
