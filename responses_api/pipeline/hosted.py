@@ -17,6 +17,7 @@ How a call shows while it streams is the kind's item shape
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
@@ -130,8 +131,25 @@ async def counted(
     ``secrets`` (what the tool was sent to authenticate) taken out of the
     error: a hostile server may echo them."""
     started = time.perf_counter()
-    events = await running
-    done = item.done_item or {}
+    try:
+        events = await running
+    except asyncio.CancelledError:
+        # The response ended during the call (the client gone, a shutdown):
+        # the server was asked all the same, and the row says so.
+        done = {**(item.done_item or {}), "status": "failed", "error": "The response ended first."}
+        _ran(exchange, item, done, started, secrets)
+        raise
+    _ran(exchange, item, item.done_item or {}, started, secrets)
+    return events
+
+
+def _ran(
+    exchange: Exchange,
+    item: Item,
+    done: Mapping[str, Any],
+    started: float,
+    secrets: Sequence[str],
+) -> None:
     error = done.get("error")
     call = {
         "type": str(done.get("type", item.kind)).removesuffix("_call"),
@@ -143,4 +161,3 @@ async def counted(
     exchange.tool_ran(
         failed=done.get("status") == "failed", ms=(time.perf_counter() - started) * 1000, call=call
     )
-    return events

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 
+import httpx
 import pytest
 from openai import OpenAI
 
@@ -17,7 +18,7 @@ from accounts.audit import CLI
 from responses_api.catalogue.services.mcp_servers import mcp_server_create
 from responses_api.catalogue.services.web_search import web_search_bind
 from tests.api.test_websocket import BETA, until_done
-from tests.conftest import wait_rows
+from tests.conftest import wait_for, wait_rows
 from tests.sim import received
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
@@ -201,3 +202,25 @@ def test_an_approval_with_the_items_sent_back_on_a_socket(socket_client, zdr):
     answered = second[-1].response
     assert [item.type for item in answered.output] == ["mcp_list_tools", "mcp_call", "message"]
     assert answered.output[1].output == "8" and answered.output_text == "Tool result: 8"
+
+
+def test_a_socket_closed_during_a_call_closes_the_mcp_session(socket_client, zdr, mcp_server):
+    def stats() -> dict[str, int]:
+        return httpx.get(mcp_server.url + "/stats", timeout=10).json()
+
+    before = stats()
+    with socket_client.responses.connect(extra_headers=BETA) as connection:
+        connection.response.create(
+            model="sim-model", input='[[call:calc__sleep {"seconds": 30}]]', tools=NEVER
+        )
+        for event in connection:
+            if event.type == "response.mcp_call_arguments.done":
+                break
+    # The client is gone: the response ends, and its session with it (the
+    # server is told), long before the call would have.
+    wait_for(lambda: stats()["deleted"] - before["deleted"] == 1, timeout=15)
+    assert stats()["initialize"] - before["initialize"] == 1
+    [row] = wait_rows(1, organisation=zdr.organisation)
+    # The call was made, and the row counts it, cut short.
+    assert (row.status, row.tool_calls, row.tool_errors) == (499, 1, 1)
+    assert row.tool_log[0]["error"] == "The response ended first."
