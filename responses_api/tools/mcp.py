@@ -40,7 +40,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 import anyio
@@ -54,9 +54,6 @@ from responses_api.catalogue.addresses import AddressPolicy, backend_policy
 from responses_api.tools.connection import Guard, UrlInvalid, http_client, url_error
 from responses_api.tools.logs import hiding, redact
 from responses_api.tools.outcome import describe_failure, http_status, output_text
-
-if TYPE_CHECKING:
-    from responses_api.tools.mcp_sessions import Sessions
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +138,16 @@ class McpOutcome:
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+
+class Sessions(Protocol):
+    """Sessions kept open across lists and calls (``tools.mcp_sessions``)."""
+
+    def guard(self, server: McpServer, limit: int, scope: anyio.CancelScope) -> Guard: ...
+
+    def session(
+        self, server: McpServer
+    ) -> contextlib.AbstractAsyncContextManager[ClientSession]: ...
 
 
 class McpUnavailable(Exception):
