@@ -24,16 +24,13 @@ from responses_api.pipeline import auto_compact, failover
 from responses_api.pipeline.admission import admit
 from responses_api.pipeline.call import Call, Output, Reply
 from responses_api.pipeline.exchange import Exchange
-from responses_api.pipeline.hosted import HostedKinds
+from responses_api.pipeline.hosted import HostedKinds, hosted_closed
 from responses_api.pipeline.parse import parse_request
 from responses_api.pipeline.relay import read_answer, relay_stream
 from responses_api.pipeline.tool_loop import answer_with_tools, hosted_tools
 from responses_api.pipeline.turn_state import turn_backend
 from responses_api.protocol.body import CreateResponse
-from responses_api.protocol.errors import (
-    ApiError,
-    invalid,
-)
+from responses_api.protocol.errors import ApiError, invalid
 from responses_api.store import continuation, conversation_turns
 from responses_api.store.background import Replacing
 from responses_api.store.responses import Stored
@@ -110,17 +107,20 @@ async def create_response(
     # A prewarm (``generate: false``) reaches no backend: it counts as a
     # request under the rate limits, with no tokens, and holds no spend.
     # One that may compact first holds for both of its backend calls.
-    admission = await admit(
-        exchange=exchange,
-        estimate=estimate_tokens(call.body),
-        draft=plan.draft,
-        generate=mode.generate,
-        calls=1 if compaction.threshold(plan.request, model.limits.context_window) is None else 2,
-    )
-    try:
-        await generate(call, plan, mode)
-    finally:
-        await settle(exchange, call.output, admission)
+    calls = 1 if compaction.threshold(plan.request, model.limits.context_window) is None else 2
+    # The MCP sessions the listing opened end with the response.
+    async with hosted_closed(plan.hosted):
+        admission = await admit(
+            exchange=exchange,
+            estimate=estimate_tokens(call.body),
+            draft=plan.draft,
+            generate=mode.generate,
+            calls=calls,
+        )
+        try:
+            await generate(call, plan, mode)
+        finally:
+            await settle(exchange, call.output, admission)
     return None
 
 
@@ -167,7 +167,8 @@ async def plan_response(call: Call, request: CreateResponse, model: ModelEntry, 
     if not model.routes:
         raise no_backend(model, "it has no enabled backend")
     hosted = await hosted_tools(caller, request)
-    draft = translated(caller, model, hosted, request)
+    async with hosted_closed(hosted, on_error=True):
+        draft = translated(caller, model, hosted, request)
     return Plan(request, model, response_id, store, keep, affinity, draft, compacting, hosted)
 
 

@@ -17,8 +17,10 @@ How a call shows while it streams is the kind's item shape
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -67,6 +69,11 @@ class HostedKind(Protocol):
         item itself does not hold it."""
         ...
 
+    async def close(self) -> None:
+        """Let go of what the kind kept for the response (its sessions);
+        called once the response ends, however it ends."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class HostedKinds:
@@ -90,9 +97,30 @@ class HostedKinds:
         found = [(kind, item) for kind in self.kinds for item in kind.waiting(translator)]
         return sorted(found, key=lambda pair: pair[1].output_index)
 
+    async def close(self) -> None:
+        for kind in self.kinds:
+            await kind.close()
+
     def of(self, cls: type[Any]) -> Any:
         """The kind of this class, if the request runs it."""
         return next((kind for kind in self.kinds if isinstance(kind, cls)), None)
+
+
+@contextlib.asynccontextmanager
+async def hosted_closed(
+    hosted: HostedKinds | None, *, on_error: bool = False
+) -> AsyncIterator[None]:
+    """Close ``hosted`` when the block ends (``on_error``: only when it
+    raises, the block's caller keeping them otherwise), cancelled included."""
+    try:
+        yield
+    except BaseException:
+        if hosted is not None and on_error:
+            await hosted.close()
+        raise
+    finally:
+        if hosted is not None and not on_error:
+            await hosted.close()
 
 
 async def counted(
@@ -103,8 +131,25 @@ async def counted(
     ``secrets`` (what the tool was sent to authenticate) taken out of the
     error: a hostile server may echo them."""
     started = time.perf_counter()
-    events = await running
-    done = item.done_item or {}
+    try:
+        events = await running
+    except asyncio.CancelledError:
+        # The response ended during the call (the client gone, a shutdown):
+        # the server was asked all the same, and the row says so.
+        done = {**(item.done_item or {}), "status": "failed", "error": "The response ended first."}
+        _ran(exchange, item, done, started, secrets)
+        raise
+    _ran(exchange, item, item.done_item or {}, started, secrets)
+    return events
+
+
+def _ran(
+    exchange: Exchange,
+    item: Item,
+    done: Mapping[str, Any],
+    started: float,
+    secrets: Sequence[str],
+) -> None:
     error = done.get("error")
     call = {
         "type": str(done.get("type", item.kind)).removesuffix("_call"),
@@ -116,4 +161,3 @@ async def counted(
     exchange.tool_ran(
         failed=done.get("status") == "failed", ms=(time.perf_counter() - started) * 1000, call=call
     )
-    return events

@@ -7,7 +7,7 @@ over the organisation and the call (``store.seal.approval_id``). The next
 request answers it with an ``mcp_approval_response`` and sends the request
 item back (by ``previous_response_id``, or in its input where nothing is
 stored): the call runs only if the id proves this server asked exactly that
-call of this organisation, and only once (:func:`answered_approvals`).
+call of this organisation, and only once (:func:`approvals_checked`).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from responses_api.translate.tools import HostedFunction, ToolRef
 if TYPE_CHECKING:
     from responses_api.pipeline.exchange import Exchange
     from responses_api.tools.mcp import McpServer
+    from responses_api.tools.mcp_sessions import Sessions
 
 # How long an approval's id is remembered as used: longer than any chain
 # that could carry it back.
@@ -75,9 +76,11 @@ class Offer:
 @dataclass(frozen=True, slots=True)
 class Hosted:
     """The request's MCP servers, listed: the hosted kind ``mcp``
-    (``pipeline.hosted.HostedKind``)."""
+    (``pipeline.hosted.HostedKind``). ``sessions``: one per server, open
+    from the listing until :meth:`close`."""
 
     offers: tuple[Offer, ...]
+    sessions: Sessions | None = None
     types: frozenset[str] = frozenset({"mcp"})
 
     def functions(self) -> list[HostedFunction]:
@@ -121,6 +124,10 @@ class Hosted:
     def results(self) -> dict[str, str]:
         return {}  # an mcp_call item holds its output
 
+    async def close(self) -> None:
+        if self.sessions is not None:
+            await self.sessions.aclose()
+
 
 async def run_call(
     exchange: Exchange, hosted: Hosted, item: Item, deadline: float
@@ -156,6 +163,7 @@ async def _called(hosted: Hosted, item: Item, deadline: float) -> list[dict[str,
         arguments,
         timeout=min(settings.SWITCHYARD_MCP_CALL_TIMEOUT_SECONDS, left),
         max_output_bytes=settings.SWITCHYARD_MCP_OUTPUT_BYTES,
+        sessions=hosted.sessions,
     )
     if outcome.error is not None:
         return mcp_result(item, error=outcome.error)
@@ -164,17 +172,16 @@ async def _called(hosted: Hosted, item: Item, deadline: float) -> list[dict[str,
     return mcp_result(item, output=outcome.output)
 
 
-async def answered_approvals(
-    exchange: Exchange,
-    hosted: Hosted,
-    request: CreateResponse,
-    translator: StreamTranslator,
-    deadline: float,
-) -> list[dict[str, Any]]:
-    """Run the calls the request's ``mcp_approval_response`` items approve
-    (and tell the model of those they deny), each as an ``mcp_call`` of this
-    response; the events that show them. An answer to a request this server
-    did not make, or one answered already, is a 400 naming it."""
+Answer = tuple[McpApprovalRequestItem, McpApprovalResponseItem]
+
+
+async def approvals_checked(
+    exchange: Exchange, hosted: Hosted, request: CreateResponse
+) -> list[Answer]:
+    """The request's ``mcp_approval_response`` items not answered yet, each
+    with the request it answers, claimed: checked before the response
+    starts, so that an answer to a request this server did not make, or one
+    answered already, is a 400 naming it (not a stream that fails)."""
     if isinstance(request.input, str):
         return []
     assert exchange.caller is not None
@@ -185,7 +192,7 @@ async def answered_approvals(
         for item in request.input
         if isinstance(item, McpCallItem) and item.approval_request_id
     }
-    events: list[dict[str, Any]] = []
+    checked: list[Answer] = []
     for answer in request.input:
         if not isinstance(answer, McpApprovalResponseItem) or answer.approval_request_id in ran:
             continue
@@ -218,6 +225,22 @@ async def answered_approvals(
         )
         if not fresh:
             raise invalid(f"The approval request {quoted} was answered already.", param=param)
+        checked.append((request_item, answer))
+    return checked
+
+
+async def answered_approvals(
+    exchange: Exchange,
+    hosted: Hosted,
+    checked: list[Answer],
+    translator: StreamTranslator,
+    deadline: float,
+) -> list[dict[str, Any]]:
+    """Run the calls the ``checked`` answers approve (and tell the model of
+    those they deny), each as an ``mcp_call`` of this response; the events
+    that show them."""
+    events: list[dict[str, Any]] = []
+    for request_item, answer in checked:
         item, shown = approved_call(
             translator,
             request_item.server_label,

@@ -32,7 +32,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from pydantic import TypeAdapter
@@ -48,6 +48,7 @@ from responses_api.pipeline.mcp_calls import (
     Hosted,
     Offer,
     answered_approvals,
+    approvals_checked,
     tool_needs_approval,
 )
 from responses_api.pipeline.relay import start
@@ -59,19 +60,28 @@ from responses_api.store.seal import approval_id
 from responses_api.translate.request import ChatDraft
 from responses_api.translate.tool_turns import ListedTool, approval_requested, next_call
 
+if TYPE_CHECKING:
+    from responses_api.tools.mcp_sessions import Sessions
+
 Upstream = AbstractAsyncContextManager[Attempt]
 
 
 async def hosted_tools(caller: Caller, request: CreateResponse) -> HostedKinds | None:
     """The hosted kinds the request offers and the gateway runs for it
-    (None when there is none)."""
+    (None when there is none). The caller closes them (``HostedKinds.close``)
+    once the response ends."""
     from responses_api.pipeline.web_searches import web_search_kind
 
     kinds: list[HostedKind] = []
     mcp = await _mcp_servers(caller, request)
     if mcp is not None:
         kinds.append(mcp)
-    search = await web_search_kind(caller, request)
+    try:
+        search = await web_search_kind(caller, request)
+    except BaseException:
+        if mcp is not None:
+            await mcp.close()
+        raise
     if search is not None:
         kinds.append(search)
     return HostedKinds(tuple(kinds)) if kinds else None
@@ -101,21 +111,36 @@ async def _mcp_servers(caller: Caller, request: CreateResponse) -> Hosted | None
                 param=f"tools[{index}].server_label",
             )
         servers.append(resolved)
-    listed = await asyncio.gather(*(_listed(server) for server in servers))
-    return Hosted(
-        tuple(Offer(server, tools) for server, tools in zip(servers, listed, strict=True))
-    )
-
-
-async def _listed(server: ResolvedMcpServer) -> tuple[ListedTool, ...]:
     # The MCP SDK costs half a second to import: only a request that offers
     # an MCP tool pays it, once per process.
+    from responses_api.tools.mcp_sessions import Sessions
+
+    # Kept open from the listing through the loop (closed by ``HostedKinds.close``).
+    sessions = Sessions(
+        settings.SWITCHYARD_MCP_LIST_TIMEOUT_SECONDS + settings.SWITCHYARD_MCP_DEADLINE_SECONDS
+    )
+    listing = [asyncio.ensure_future(_listed(server, sessions)) for server in servers]
+    try:
+        listed = await asyncio.gather(*listing)
+    except BaseException:
+        for task in listing:
+            task.cancel()
+        await asyncio.wait(listing)
+        await sessions.aclose()
+        raise
+    offers = tuple(Offer(server, tools) for server, tools in zip(servers, listed, strict=True))
+    return Hosted(offers, sessions)
+
+
+async def _listed(server: ResolvedMcpServer, sessions: Sessions) -> tuple[ListedTool, ...]:
     from responses_api.tools.mcp import McpUnavailable, list_tools
 
     offer = Offer(server, ())
     try:
         tools = await list_tools(
-            offer.client(), timeout=settings.SWITCHYARD_MCP_LIST_TIMEOUT_SECONDS
+            offer.client(),
+            timeout=settings.SWITCHYARD_MCP_LIST_TIMEOUT_SECONDS,
+            sessions=sessions,
         )
     except McpUnavailable as error:
         raise ApiError(
@@ -153,6 +178,9 @@ async def answer_with_tools(
     """Relay the backend's answers and run the hosted calls they make, until
     one answers without such a call (see the module's docstring)."""
     translator = output.translator
+    mcp = hosted.of(Hosted)
+    # Before the response starts: a wrong or replayed approval is a 400.
+    checked = await approvals_checked(call.exchange, mcp, request) if mcp is not None else []
     if output.writer is not None and not call.responder.started:
         # Started before the first item, which its snapshot must not hold yet.
         await start(call.responder, output.writer, translator)
@@ -162,10 +190,9 @@ async def answer_with_tools(
     caller = call.exchange.caller
     assert caller is not None
     organisation_id = caller.organisation_id
-    mcp = hosted.of(Hosted)
     approved = (
-        await answered_approvals(call.exchange, mcp, request, translator, deadline)
-        if mcp is not None
+        await answered_approvals(call.exchange, mcp, checked, translator, deadline)
+        if checked
         else []
     )
     if approved:

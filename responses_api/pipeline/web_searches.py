@@ -87,6 +87,9 @@ class WebSearch:
             if item.ref is not None and item.ref.kind == "web_search"
         ]
 
+    async def close(self) -> None:
+        pass  # each search is a request of its own
+
     def results(self) -> dict[str, str]:
         return self.told
 

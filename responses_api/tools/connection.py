@@ -78,6 +78,13 @@ class Guard:
         # Why the session was cut short on seeing an answer's headers.
         self.aborted: str | None = None
 
+    def begin(self, limit: int, scope: anyio.CancelScope) -> None:
+        """Start a list or a call on a session kept open (``tools.mcp_sessions``):
+        its bytes and what goes wrong are its own."""
+        self.limit, self.scope = limit, scope
+        self.received = 0
+        self.refusal = self.status = self.aborted = None
+
     @property
     def exceeded(self) -> bool:
         return self.received > self.limit

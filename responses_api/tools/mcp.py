@@ -28,7 +28,10 @@ The contract the loop relies on:
   the stored response).
 
 Each list or call is a session of its own (connect, initialise, one
-request, close): nothing of one organisation's session outlives its request.
+request, close), unless it is given the ``sessions`` of its response
+(``tools.mcp_sessions``): then one session per server serves the listing and
+every call, and closes with the response. Nothing of one organisation's
+session outlives its response.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 import anyio
@@ -137,6 +140,16 @@ class McpOutcome:
         return self.error is not None
 
 
+class Sessions(Protocol):
+    """Sessions kept open across lists and calls (``tools.mcp_sessions``)."""
+
+    def guard(self, server: McpServer, limit: int, scope: anyio.CancelScope) -> Guard: ...
+
+    def session(
+        self, server: McpServer
+    ) -> contextlib.AbstractAsyncContextManager[ClientSession]: ...
+
+
 class McpUnavailable(Exception):
     """The server's tools could not be listed; the message says why, with no
     secret in it. ``http_status``: the server's HTTP error status, when that
@@ -156,14 +169,14 @@ async def list_tools(
     *,
     timeout: float,  # noqa: ASYNC109
     max_bytes: int = LIST_TOOLS_MAX_BYTES,
+    sessions: Sessions | None = None,
 ) -> list[McpTool]:
     """The server's tools, following the listing's pages."""
-    guard = _guard(server, max_bytes)
     tools: list[mcp_types.Tool] = []
     with hiding(server.secrets()), anyio.move_on_after(timeout) as scope:
-        guard.scope = scope
+        guard = _begun(server, max_bytes, scope, sessions)
         try:
-            async with _session(server, guard, timeout) as session:
+            async with _used(server, guard, timeout, sessions) as session:
                 cursor: str | None = None
                 for _ in range(LIST_TOOLS_MAX_PAGES):
                     params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
@@ -186,17 +199,18 @@ async def call_tool(
     *,
     timeout: float,  # noqa: ASYNC109
     max_output_bytes: int,
+    sessions: Sessions | None = None,
 ) -> McpOutcome:
     """Call one tool; see the module's docstring for what may come back."""
     # The wire may carry more than the text: the JSON-RPC envelope, escapes,
     # and the structured copy of the output many servers add.
-    guard = _guard(server, ANSWER_FACTOR * max_output_bytes + 256 * 1024)
+    limit = ANSWER_FACTOR * max_output_bytes + 256 * 1024
     result: mcp_types.CallToolResult | None = None
     with hiding(server.secrets()), anyio.move_on_after(timeout) as scope:
-        guard.scope = scope
+        guard = _begun(server, limit, scope, sessions)
         try:
-            async with _session(server, guard, timeout) as session:
-                result = await session.call_tool(name, arguments)
+            async with _used(server, guard, timeout, sessions) as session:
+                result = await session.call_tool(name, arguments, read_timeout_seconds=timeout)
         # Whatever the server does is an outcome, never the loop's exception:
         # the SDK raises errors of its own, httpx2's and ExceptionGroups.
         except Exception as exc:
@@ -210,13 +224,34 @@ async def call_tool(
     )
 
 
-def _guard(server: McpServer, limit: int) -> Guard:
+def _begun(
+    server: McpServer, limit: int, scope: anyio.CancelScope, sessions: Sessions | None
+) -> Guard:
+    if sessions is not None:
+        return sessions.guard(server, limit, scope)
+    guard = server_guard(server, limit)
+    guard.scope = scope
+    return guard
+
+
+def _used(
+    server: McpServer, guard: Guard, timeout: float, sessions: Sessions | None
+) -> contextlib.AbstractAsyncContextManager[ClientSession]:
+    """The response's session of ``server``, or one of its own."""
+    if sessions is not None:
+        return sessions.session(server)
+    return open_session(server, guard, timeout)
+
+
+def server_guard(server: McpServer, limit: int) -> Guard:
     policy = server.policy or backend_policy(allow_private=server.allow_private)
     return Guard(policy, limit)
 
 
 @contextlib.asynccontextmanager
-async def _session(server: McpServer, guard: Guard, within: float) -> AsyncIterator[ClientSession]:
+async def open_session(
+    server: McpServer, guard: Guard, within: float
+) -> AsyncIterator[ClientSession]:
     """An initialised session, over the server's transport. ``auto`` tries
     Streamable HTTP first and falls back to SSE (the older transport) when
     the server refuses the ``initialize`` POST with a 4xx."""

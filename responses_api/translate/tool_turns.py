@@ -172,5 +172,7 @@ def next_call(translator: StreamTranslator) -> None:
     translator.earlier = (before.plus(this), output.deltas, output.reasoning_deltas)
     translator.usage = Usage()
     translator.calls = {}
-    translator.dropped_calls = set()
+    # The notice of dropped calls speaks of the whole response: those of
+    # the answers before stay counted, under indexes no tool call has.
+    translator.dropped_calls = set(range(-len(translator.dropped_calls), 0))
     translator.finish_reason = None

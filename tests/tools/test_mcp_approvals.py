@@ -77,6 +77,16 @@ def test_a_call_waits_for_approval_then_runs_once_approved(client: OpenAI, calc)
     assert "answered already" in replayed.value.body["message"]
     assert replayed.value.body["param"] == "input"
     assert asked.id in replayed.value.body["message"]
+    # Streamed, it is the same 400, before any event: no stream that fails.
+    with pytest.raises(BadRequestError) as streamed:
+        client.responses.create(
+            model="sim-model",
+            previous_response_id=first.id,
+            input=[approval(asked.id)],
+            tools=ASKING,
+            stream=True,
+        )
+    assert "answered already" in streamed.value.body["message"]
 
 
 def test_a_denied_call_is_told_to_the_model(client: OpenAI, calc):

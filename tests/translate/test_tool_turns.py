@@ -122,6 +122,38 @@ def test_a_failed_call_and_a_server_that_could_not_list_say_so():
     assert call["error"] == "Tool 'add' failed: division by zero"
 
 
+def test_calls_dropped_in_an_earlier_answer_keep_their_notice():
+    tools = ChatTools()
+    tools.add_mcp("calc", ADD.name, ADD.description, ADD.input_schema)
+    t = translator(tools=tools.refs, max_tool_calls=1)
+    list(t.start())
+    # The model calls twice; max_tool_calls keeps one.
+    for index in (0, 1):
+        first = {"index": index, "id": f"call_{index}", "function": {"name": "calc__add"}}
+        t.feed(chunk({"tool_calls": [first]}))
+        t.feed(chunk({"tool_calls": [{"index": index, "function": {"arguments": "{}"}}]}))
+    t.close_items()
+    [waiting] = waiting_calls(t)
+    mcp_result(waiting, output="0")
+    next_call(t)
+    # The next answer calls again at index 0: a new call, not a dropped one.
+    for c in call_chunks("calc__add", ['{"a": 1, "b": 1}']):
+        t.feed(c)
+    t.close_items()
+    assert len(waiting_calls(t)) == 1
+    mcp_result(waiting_calls(t)[0], output="2")
+    next_call(t)
+    t.feed(chunk({"content": "Done."}, finish="stop"))
+    final = t.finish({})[-1]["response"]
+    assert [n for n in t.notices() if n[0] == "tool_calls_dropped"] == [
+        (
+            "tool_calls_dropped",
+            "max_tool_calls is 1: the model made 1 more tool call, which was dropped.",
+        )
+    ]
+    assert [item["type"] for item in final["output"]] == ["mcp_call", "mcp_call", "message"]
+
+
 def test_a_call_never_run_ends_incomplete_when_the_response_fails():
     t, _ = mcp_translator()
     events = list(t.start())

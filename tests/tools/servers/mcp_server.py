@@ -20,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ImageContent, TextContent, ToolAnnotations
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 # A 1x1 transparent PNG.
@@ -110,12 +110,68 @@ async def health(request: Request) -> PlainTextResponse:
     return PlainTextResponse("ok")
 
 
-def app() -> Starlette:
+# What the MCP endpoints were asked, for the tests of session reuse: the
+# HTTP requests, the TCP connections they came on (a client's address and
+# port), the ``initialize`` requests and the sessions closed (``DELETE``).
+STATS = {"requests": 0, "initialize": 0, "deleted": 0}
+PEERS: set[tuple[str, int]] = set()
+
+
+async def stats(request: Request) -> JSONResponse:
+    return JSONResponse({**STATS, "connections": len(PEERS)})
+
+
+class Counting:
+    """An ASGI layer that counts what reaches the MCP endpoints."""
+
+    def __init__(self, inner: Starlette) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(("/mcp", "/sse", "/messages")):
+            return await self.inner(scope, receive, send)
+        STATS["requests"] += 1
+        if scope.get("client"):
+            PEERS.add(tuple(scope["client"]))
+        if scope["method"] == "DELETE":
+            STATS["deleted"] += 1
+        if scope["method"] != "POST":
+            return await self.inner(scope, receive, send)
+        # The body is read whole (a test's requests are small) and handed on.
+        messages, more = [], True
+        while more:
+            message = await receive()
+            messages.append(message)
+            more = message.get("more_body", False) and message["type"] == "http.request"
+        body = b"".join(m.get("body", b"") for m in messages)
+        try:
+            sent = json.loads(body)
+        except ValueError:
+            sent = None
+        batch = sent if isinstance(sent, list) else [sent]
+        STATS["initialize"] += sum(
+            1 for m in batch if isinstance(m, dict) and m.get("method") == "initialize"
+        )
+
+        async def replay():
+            return messages.pop(0) if messages else await receive()
+
+        return await self.inner(scope, replay, send)
+
+
+def app() -> Counting:
     streamable = server.streamable_http_app()
     sse = server.sse_app()
-    return Starlette(
-        routes=[Route("/health", health), *streamable.routes, *sse.routes],
-        lifespan=streamable.router.lifespan_context,
+    return Counting(
+        Starlette(
+            routes=[
+                Route("/health", health),
+                Route("/stats", stats),
+                *streamable.routes,
+                *sse.routes,
+            ],
+            lifespan=streamable.router.lifespan_context,
+        )
     )
 
 
