@@ -250,6 +250,18 @@ class WebSearchCallItem(HostedItem):
     action: InstanceOf[dict[str, Any]] | None = None
 
 
+class FileSearchCallItem(HostedItem):
+    """A file search of an earlier response: given back to the model where
+    the request offers ``file_search`` (its queries and the results it
+    shows), else skipped with a notice like any hosted item."""
+
+    type: Literal["file_search_call"]
+    id: StrictStr | None = Field(default=None, max_length=128)
+    status: StrictStr | None = Field(default=None, max_length=32)
+    queries: InstanceOf[list[Any]] | None = None
+    results: InstanceOf[list[Any]] | None = None
+
+
 ITEM_TAGS = {
     "message": "MessageItem",
     "function_call": "FunctionCallItem",
@@ -265,6 +277,7 @@ ITEM_TAGS = {
     "compaction_trigger": "CompactionTriggerItem",
     **dict.fromkeys(HOSTED_ITEM_TYPES, "HostedItem"),
     "web_search_call": "WebSearchCallItem",
+    "file_search_call": "FileSearchCallItem",
     "mcp_call": "McpCallItem",
     "mcp_approval_request": "McpApprovalRequestItem",
     "mcp_approval_response": "McpApprovalResponseItem",
@@ -309,6 +322,7 @@ InputItem = Annotated[
     | Annotated[McpApprovalRequestItem, Tag("McpApprovalRequestItem")]
     | Annotated[McpApprovalResponseItem, Tag("McpApprovalResponseItem")]
     | Annotated[WebSearchCallItem, Tag("WebSearchCallItem")]
+    | Annotated[FileSearchCallItem, Tag("FileSearchCallItem")]
     | Annotated[HostedItem, Tag("HostedItem")]
     | Annotated[HostedItem, BeforeValidator(_refuse_item), Tag("Refused")],
     Discriminator(_item_tag),
