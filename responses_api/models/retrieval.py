@@ -28,6 +28,10 @@ class VectorStore(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_active_at = models.DateTimeField(default=timezone.now)
     usage_bytes = models.BigIntegerField(default=0)
+    # The public id of the organisation's embedding model the store's chunks
+    # and queries are embedded with, chosen at creation; "" when the
+    # organisation had none: the store is then searched by keyword only.
+    embedding_model = models.CharField(max_length=256, blank=True, default="")
     # Of the chunks' embeddings, fixed by the first file embedded.
     dimensions = models.PositiveIntegerField(null=True, blank=True)
     # Raised in the transaction of every write to the store's chunks: a

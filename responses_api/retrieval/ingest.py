@@ -77,7 +77,7 @@ def ingest_file(
     file_id: str,
     content: bytes,
     filename: str,
-    embed: Embed,
+    embed: Embed | None,
     *,
     attributes: dict[str, Any] | None = None,
     chunking_strategy: dict[str, Any] | None = None,
@@ -102,9 +102,11 @@ def ingest_file(
 
 
 def vector_store_file_process(
-    *, organisation_id: int, store_id: str, file_id: str, content: bytes, embed: Embed
+    *, organisation_id: int, store_id: str, file_id: str, content: bytes, embed: Embed | None
 ) -> VectorStoreFile:
-    """Ingest a file already added (``in_progress``)."""
+    """Ingest a file already added (``in_progress``). With no ``embed`` (a
+    store whose organisation has no embedding model) the chunks are indexed
+    for keyword search only."""
     found = vector_store_file_get(
         organisation_id=organisation_id, store_id=store_id, file_id=file_id
     )
@@ -115,7 +117,8 @@ def vector_store_file_process(
         static = found.chunking_strategy["static"]
         strategy = Strategy(static["max_chunk_size_tokens"], static["chunk_overlap_tokens"])
         pieces = list(chunk_text(text, strategy))
-        vectors = embed_all([piece.text for piece in pieces], embed)
+        texts = [piece.text for piece in pieces]
+        vectors = embed_all(texts, embed) if embed is not None else np.zeros((len(texts), 0))
     except ParseError as error:
         return _fail(found, error.code, error.message)
     except EmbeddingError as error:
@@ -127,18 +130,18 @@ def vector_store_file_process(
             position=piece.position,
             text=secrets.encrypt(piece.text),
             terms=index_terms(organisation_id, piece.text),
-            embedding=vector.tobytes(),
+            embedding=vector.astype("<f4").tobytes(),
             tokens=piece.tokens,
         )
         for piece, vector in zip(pieces, vectors, strict=True)
     ]
-    dimensions = int(vectors.shape[1])
+    dimensions = int(vectors.shape[1]) or None
     with transaction.atomic():
         store = VectorStore.objects.select_for_update().filter(id=store_id).first()
         current = VectorStoreFile.objects.select_for_update().filter(pk=found.pk).first()
         if store is None or current is None or current.status != found.status:
             return current or found  # deleted or cancelled meanwhile
-        if store.dimensions not in (None, dimensions):
+        if dimensions is not None and store.dimensions not in (None, dimensions):
             return _fail(
                 current,
                 "server_error",
@@ -150,7 +153,7 @@ def vector_store_file_process(
         current.status = VectorStoreFile.Status.COMPLETED
         current.usage_bytes = len(text.encode())
         current.save(update_fields=["status", "usage_bytes"])
-        if store.dimensions is None:
+        if store.dimensions is None and dimensions is not None:
             VectorStore.objects.filter(id=store_id).update(dimensions=dimensions)
         usage_recount(store_id)
     return current
@@ -205,7 +208,7 @@ def ingest_dispatch(
     file_id: str,
     content: bytes,
     filename: str,
-    embed: Embed,
+    embed: Embed | None,
     attributes: dict[str, Any] | None = None,
     chunking_strategy: dict[str, Any] | None = None,
 ) -> tuple[VectorStoreFile, Future[VectorStoreFile]]:

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 
-from responses_api.models import Chunk, VectorStore, VectorStoreFile
+from responses_api.models import Chunk, ServedModel, VectorStore, VectorStoreFile
 from responses_api.retrieval.errors import InvalidParameter, NotFound
 from responses_api.retrieval.vectors import indexes
 
@@ -67,20 +67,39 @@ def expires_after_check(value: Any) -> dict[str, Any] | None:
     return dict(value)
 
 
+def organisation_embedding_model(organisation_id: int) -> str:
+    """The model a new store of the organisation embeds with: its first
+    embedding model by public id (predictable, and changed by renaming or
+    adding a model), or "" when it has none (keyword search only)."""
+    first = (
+        ServedModel.objects.filter(organisation_id=organisation_id, kind="embed")
+        .order_by("public_id")
+        .values_list("public_id", flat=True)
+        .first()
+    )
+    return first or ""
+
+
 def vector_store_create(
     *,
     organisation_id: int,
     name: str = "",
     metadata: dict[str, str] | None = None,
     expires_after: dict[str, Any] | None = None,
+    embedding_model: str | None = None,
 ) -> VectorStore:
+    """A new store; ``embedding_model`` None picks the organisation's
+    (:func:`organisation_embedding_model`)."""
     expires_after = expires_after_check(expires_after)
+    if embedding_model is None:
+        embedding_model = organisation_embedding_model(organisation_id)
     now = timezone.now()
     return VectorStore.objects.create(
         id=new_store_id(),
         organisation_id=organisation_id,
         name=name,
         metadata=metadata or {},
+        embedding_model=embedding_model,
         expires_after=expires_after,
         expires_at=now + timedelta(days=expires_after["days"]) if expires_after else None,
         last_active_at=now,
