@@ -191,22 +191,19 @@ def test_tool_choice_forces_a_bound_search_and_is_a_400_when_unbound(
     assert refused.value.body["param"] == "tool_choice"
 
 
-def test_a_failing_search_fails_its_call_not_the_response(client: OpenAI, acme, people):
-    # The embedding backend is down: nothing listens on its port.
-    embed_model(people["acme"], f"http://127.0.0.1:{free_port()}", name="down")
-    from responses_api.retrieval.stores import vector_store_create
-
-    store = vector_store_create(organisation_id=people["acme"].id, name="empty")
+def test_a_failing_search_fails_its_call_not_the_response(client: OpenAI, store, people):
+    # The embedding backend goes down: nothing listens on its port any more.
+    embed_model(people["acme"], f"http://127.0.0.1:{free_port()}")
     raw = client.responses.with_raw_response.create(
         model="sim-model",
         input='[[call:file_search {"query": "anything"}]]',
-        tools=[{"type": "file_search", "vector_store_ids": [store.id]}],
+        tools=[tool(store)],
     )
     response = raw.parse()
     assert response.status == "completed"
     assert response.output[0].type == "file_search_call"
     assert response.output[0].status == "failed"
-    assert 'The file search for "anything" failed' in response.output_text
+    assert 'The file search for "anything" failed: Backend' in response.output_text
     [row] = wait_for(lambda: usage_rows(request_id=raw.headers["x-request-id"]), timeout=10)
     assert (row.tool_calls, row.tool_errors) == (1, 1)
 
