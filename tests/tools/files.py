@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 from asgiref.sync import async_to_sync
 
 from responses_api.access.auth import organisation_caller
@@ -67,3 +68,13 @@ def handbook(org, files: dict[str, tuple[str, str, dict]] | None = None) -> Hand
         )
         assert done.status == "completed", done.last_error
     return Handbook(store.id, org.id)
+
+
+@pytest.fixture
+def store(gateway, acme, people, local_simulator) -> Handbook:
+    """Acme's handbook, on an embedding model of the simulator (the rows of
+    its embeddings written as the gateway writes them)."""
+    embed_model(people["acme"], local_simulator.url)
+    made = handbook(people["acme"])
+    gateway.rows.write()
+    return made

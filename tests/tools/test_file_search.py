@@ -11,18 +11,12 @@ import pytest
 from openai import BadRequestError, OpenAI
 
 from tests.conftest import free_port, usage_rows, wait_for
-from tests.tools.files import REFUNDS, embed_model, handbook
+from tests.tools.files import REFUNDS, embed_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ANSWER = "Refunds are paid within 14 days [1], see refunds.md."
 ASK = f'How fast are refunds? [[call:file_search {{"query": "refunds paid"}}]] [[answer:{ANSWER}]]'
-
-
-@pytest.fixture
-def store(acme, people, local_simulator):
-    embed_model(people["acme"], local_simulator.url)
-    return handbook(people["acme"])
 
 
 def tool(store, **extra):
