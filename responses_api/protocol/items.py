@@ -234,9 +234,16 @@ class McpApprovalResponseItem(Loose):
 
 
 class HostedItem(Loose):
-    """An item of a hosted tool (``web_search_call``, …): skipped with a notice."""
+    """An item of a hosted tool (``code_interpreter_call``, …): skipped with a
+    notice. The schema lists the types no class of their own takes, so that
+    an item matches one schema of the union only."""
 
-    type: StrictStr
+    type: Annotated[
+        StrictStr,
+        WithJsonSchema(
+            {"enum": sorted(HOSTED_ITEM_TYPES - {"web_search_call", "file_search_call"})}
+        ),
+    ]
 
 
 class WebSearchCallItem(HostedItem):
