@@ -221,8 +221,5 @@ def _stores_check(organisation_id: int, store_ids: tuple[str, ...], index: int) 
     for store_id in store_ids:
         try:
             vector_store_get(organisation_id=organisation_id, store_id=store_id)
-        except NotFound:
-            raise invalid(
-                f"Vector store '{store_id}' not found.",
-                param=f"tools[{index}].vector_store_ids",
-            ) from None
+        except NotFound as missing:
+            raise invalid(missing.message, param=f"tools[{index}].vector_store_ids") from None
