@@ -248,3 +248,17 @@ def test_a_search_in_the_history_is_given_back_to_the_model(client: OpenAI, stor
     messages = recorder.last_messages()
     [result] = [m for m in messages if m["role"] == "tool"]
     assert "14 days" in result["content"]
+
+
+def test_a_call_with_several_queries_searches_each(client: OpenAI, store):
+    response = client.responses.create(
+        model="sim-model",
+        input='[[call:file_search {"queries": ["refunds paid", "travel receipt"]}]]',
+        tools=[tool(store)],
+        include=["file_search_call.results"],
+    )
+    searched = response.output[0]
+    assert searched.queries == ["refunds paid", "travel receipt"]
+    assert {r.file_id for r in searched.results} == {"file-refunds", "file-travel"}
+    scores = [r.score for r in searched.results]
+    assert scores == sorted(scores, reverse=True)
