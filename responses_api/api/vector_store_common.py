@@ -31,13 +31,11 @@ def caller_of(call: Call) -> Caller:
     return caller
 
 
-def json_body(call: Call, allowed: set[str], *, empty_ok: bool = False) -> dict[str, Any]:
+def json_body(call: Call, allowed: set[str]) -> dict[str, Any]:
     """The body, a JSON object of ``allowed`` fields only."""
     content_type = call.headers.get(b"content-type", JSON).split(b";")[0].strip().lower()
     if content_type and content_type not in (JSON, b"text/json"):
         raise ApiError(415, "Content-Type must be application/json.", code="unsupported_media_type")
-    if not call.body.strip() and empty_ok:
-        return {}
     try:
         data = orjson.loads(call.body)
     except orjson.JSONDecodeError as exc:

@@ -159,23 +159,31 @@ _COUNTS = {
     },
 }
 _STRATEGY = {
-    "type": "object",
+    "type": ["object", "null"],
     "description": "{'type': 'auto'} (800 tokens, 400 overlapping) or {'type': 'static', "
     "'static': {'max_chunk_size_tokens': 100..4096, 'chunk_overlap_tokens': <= half}}.",
 }
 _ATTRIBUTES = {
     "type": ["object", "null"],
     "maxProperties": 16,
+    "propertyNames": {"maxLength": 64},
     "additionalProperties": {"type": ["string", "number", "boolean"]},
 }
 _EXPIRES = {
     "type": ["object", "null"],
+    "required": ["anchor", "days"],
+    "additionalProperties": False,
     "properties": {
         "anchor": {"const": "last_active_at"},
         "days": {"type": "integer", "minimum": 1, "maximum": 365},
     },
 }
-_METADATA = {"type": ["object", "null"], "additionalProperties": {"type": "string"}}
+_METADATA = {
+    "type": ["object", "null"],
+    "maxProperties": 16,
+    "propertyNames": {"maxLength": 64},
+    "additionalProperties": {"type": "string", "maxLength": 512},
+}
 
 
 def _list(item: str) -> dict[str, Any]:
@@ -213,9 +221,13 @@ VECTOR_STORE_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "name": {"type": "string", "maxLength": 256},
-            "description": {"type": "string", "description": "Accepted, not kept."},
-            "file_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 2000},
+            "name": {"type": ["string", "null"], "maxLength": 256},
+            "description": {
+                "type": ["string", "null"],
+                "maxLength": 512,
+                "description": "Accepted, not kept.",
+            },
+            "file_ids": {"type": ["array", "null"], "items": {"type": "string"}, "maxItems": 2000},
             "chunking_strategy": _STRATEGY,
             "expires_after": _EXPIRES,
             "metadata": _METADATA,
@@ -225,7 +237,7 @@ VECTOR_STORE_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "name": {"type": ["string", "null"]},
+            "name": {"type": ["string", "null"], "maxLength": 256},
             "expires_after": _EXPIRES,
             "metadata": _METADATA,
         },
@@ -246,10 +258,14 @@ VECTOR_STORE_SCHEMAS: dict[str, Any] = {
             "query": {
                 "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
             },
-            "filters": {"type": "object", "description": "Comparison or compound filter."},
+            "filters": {
+                "type": ["object", "null"],
+                "description": "Comparison or compound filter.",
+            },
             "max_num_results": {"type": "integer", "minimum": 1, "maximum": 50},
             "ranking_options": {
-                "type": "object",
+                "type": ["object", "null"],
+                "additionalProperties": False,
                 "properties": {
                     "ranker": {"enum": ["auto", "default-2024-11-15", "none"]},
                     "score_threshold": {"type": "number", "minimum": 0, "maximum": 1},
@@ -335,7 +351,7 @@ VECTOR_STORE_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "file_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 2000},
+            "file_ids": {"type": ["array", "null"], "items": {"type": "string"}, "maxItems": 2000},
             "files": {"type": "array", "items": {"type": "object"}, "maxItems": 2000},
             "attributes": _ATTRIBUTES,
             "chunking_strategy": _STRATEGY,

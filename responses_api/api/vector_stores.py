@@ -67,7 +67,7 @@ def _json_of(function: Any, **kwargs: Any) -> dict[str, Any]:
 
 async def create_vector_store(call: Call) -> Reply:
     caller = caller_of(call)
-    data = json_body(call, CREATE_FIELDS, empty_ok=True)
+    data = json_body(call, CREATE_FIELDS)
     string_field(data, "name")
     string_field(data, "description", limit=512)
     data["metadata"] = metadata_field(data)
@@ -97,7 +97,7 @@ async def retrieve_vector_store(call: Call) -> Reply:
 
 
 async def modify_vector_store(call: Call) -> Reply:
-    data = json_body(call, {"name", "expires_after", "metadata"}, empty_ok=True)
+    data = json_body(call, {"name", "expires_after", "metadata"})
     string_field(data, "name")
     if "metadata" in data:
         data["metadata"] = metadata_field(data)
