@@ -10,12 +10,12 @@ keyword only."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import connections
 
 from responses_api.access.auth import Caller
 from responses_api.backends.client import close_clients
@@ -115,9 +115,9 @@ async def search_stores(
 
 
 def search_stores_blocking(caller: Caller, **arguments: Any) -> dict[str, Any]:
-    """:func:`search_stores` for code that is not async (the console): on an
-    event loop of its own, in a thread of its own, which closes the backend
-    and Redis connections it opened."""
+    """:func:`search_stores` for code that is not async (the console): in a
+    thread of its own, on an event loop of its own, which closes the
+    backend, Redis and database connections it opened."""
 
     async def run() -> dict[str, Any]:
         try:
@@ -126,5 +126,12 @@ def search_stores_blocking(caller: Caller, **arguments: Any) -> dict[str, Any]:
             await close_clients()
             await redis_conn.close_loop_clients()
 
+    def in_thread() -> dict[str, Any]:
+        # The database work comes back to this thread (async_to_sync's own).
+        try:
+            return async_to_sync(run)()
+        finally:
+            connections.close_all()
+
     with ThreadPoolExecutor(1, thread_name_prefix="vector-store-search") as pool:
-        return pool.submit(asyncio.run, run()).result()
+        return pool.submit(in_thread).result()
