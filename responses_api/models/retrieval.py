@@ -67,6 +67,8 @@ class VectorStoreFile(models.Model):
     attributes = models.JSONField(default=dict, blank=True)
     chunking_strategy = models.JSONField(default=dict, blank=True)
     usage_bytes = models.BigIntegerField(default=0)
+    # The file batch (``vsfb_…``) that added it last, if any.
+    batch_id = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -78,6 +80,21 @@ class VectorStoreFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.store_id}/{self.file_id}"
+
+
+class VectorStoreFileBatch(models.Model):
+    """Files added together (``/file_batches``); its counts and status are
+    its files', except that a cancelled batch stays ``cancelled``."""
+
+    id = models.CharField(primary_key=True, max_length=64)
+    store = models.ForeignKey(
+        VectorStore, on_delete=models.CASCADE, related_name="batches", db_index=True
+    )
+    cancelled = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.id
 
 
 class Chunk(models.Model):

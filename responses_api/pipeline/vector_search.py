@@ -11,11 +11,14 @@ keyword only."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import connections
 
 from responses_api.access.auth import Caller
+from responses_api.backends.client import close_clients
 from responses_api.models import VectorStore
 from responses_api.pipeline.embedding import embed_for_organisation
 from responses_api.retrieval.errors import InvalidParameter
@@ -23,6 +26,7 @@ from responses_api.retrieval.filters import filter_parse
 from responses_api.retrieval.search import options_check, vector_store_search
 from responses_api.retrieval.stores import vector_store_get
 from responses_api.retrieval.terms import rewrite
+from responses_api.runtime import redis_conn
 
 MAX_STORES = 10
 
@@ -108,3 +112,26 @@ async def search_stores(
         "has_more": False,
         "next_page": None,
     }
+
+
+def search_stores_blocking(caller: Caller, **arguments: Any) -> dict[str, Any]:
+    """:func:`search_stores` for code that is not async (the console): in a
+    thread of its own, on an event loop of its own, which closes the
+    backend, Redis and database connections it opened."""
+
+    async def run() -> dict[str, Any]:
+        try:
+            return await search_stores(caller, **arguments)
+        finally:
+            await close_clients()
+            await redis_conn.close_loop_clients()
+
+    def in_thread() -> dict[str, Any]:
+        # The database work comes back to this thread (async_to_sync's own).
+        try:
+            return async_to_sync(run)()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(1, thread_name_prefix="vector-store-search") as pool:
+        return pool.submit(in_thread).result()

@@ -120,9 +120,9 @@ def vector_store_file_process(
         texts = [piece.text for piece in pieces]
         vectors = embed_all(texts, embed) if embed is not None else np.zeros((len(texts), 0))
     except ParseError as error:
-        return _fail(found, error.code, error.message)
+        return file_fail(found, error.code, error.message)
     except EmbeddingError as error:
-        return _fail(found, "server_error", str(error))
+        return file_fail(found, "server_error", str(error))
     rows = [
         Chunk(
             store_id=store_id,
@@ -142,7 +142,7 @@ def vector_store_file_process(
         if store is None or current is None or current.status != found.status:
             return current or found  # deleted or cancelled meanwhile
         if dimensions is not None and store.dimensions not in (None, dimensions):
-            return _fail(
+            return file_fail(
                 current,
                 "server_error",
                 f"The embeddings have {dimensions} dimensions; the store's have "
@@ -188,7 +188,7 @@ def embed_all(texts: list[str], embed: Embed) -> np.ndarray:
     return np.concatenate(out)
 
 
-def _fail(found: VectorStoreFile, code: str, message: str) -> VectorStoreFile:
+def file_fail(found: VectorStoreFile, code: str, message: str) -> VectorStoreFile:
     found.status = VectorStoreFile.Status.FAILED
     found.last_error = {"code": code, "message": message}
     found.save(update_fields=["status", "last_error"])
@@ -211,7 +211,7 @@ def ingest_dispatch(
     embed: Embed | None,
     attributes: dict[str, Any] | None = None,
     chunking_strategy: dict[str, Any] | None = None,
-) -> tuple[VectorStoreFile, Future[VectorStoreFile]]:
+) -> tuple[VectorStoreFile, Future[VectorStoreFile | None]]:
     """Add the file now (``in_progress``, what the API answers) and ingest
     it on the process's pool; the future ends with the file's row."""
     found = vector_store_file_create(
@@ -233,17 +233,37 @@ def ingest_dispatch(
     return found, _pool().submit(work)
 
 
-def _process_in_thread(**arguments: Any) -> VectorStoreFile:
+def _process_in_thread(**arguments: Any) -> VectorStoreFile | None:
+    return ingest_guarded(
+        functools.partial(vector_store_file_process, **arguments),
+        store_id=arguments["store_id"],
+        file_id=arguments["file_id"],
+    )
+
+
+def ingest_guarded(
+    work: Callable[[], VectorStoreFile | None], *, store_id: str, file_id: str
+) -> VectorStoreFile | None:
+    """Run ``work`` (an ingestion) off a request, on a pool thread or a
+    worker: whatever it raises fails the file instead of leaving it
+    ``in_progress``; the thread's database connection is closed after."""
     close_old_connections()
     try:
-        return vector_store_file_process(**arguments)
+        return work()
     except Exception:
         # Nothing a file holds is meant to get here (it fails with its
         # last_error above); a bug must still not leave it in_progress.
         log.exception("Ingesting a vector store file failed")
-        found = VectorStoreFile.objects.get(
-            store_id=arguments["store_id"], file_id=arguments["file_id"]
-        )
-        return _fail(found, "server_error", "The file could not be ingested.")
+        found = VectorStoreFile.objects.filter(store_id=store_id, file_id=file_id).first()
+        if found is None or found.status != VectorStoreFile.Status.IN_PROGRESS:
+            return found
+        return file_fail(found, "server_error", "The file could not be ingested.")
     finally:
         connections.close_all()  # this thread's own
+
+
+def ingest_submit(
+    work: Callable[[], VectorStoreFile | None], *, store_id: str, file_id: str
+) -> Future[VectorStoreFile | None]:
+    """Run ``work`` guarded (:func:`ingest_guarded`) on the process's pool."""
+    return _pool().submit(ingest_guarded, work, store_id=store_id, file_id=file_id)

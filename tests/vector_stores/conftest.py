@@ -34,6 +34,8 @@ def vs_server(django_db_setup, django_db_blocker, vs_files_dir) -> Iterator[Proc
         server_env(
             SWITCHYARD_FILES_DIR=str(vs_files_dir),
             SWITCHYARD_RETRIEVAL_MAX_TEXT_CHARS="2000000",
+            # No Celery worker runs in the tests: ingestion on the pool.
+            SWITCHYARD_BACKGROUND_RUNNER="local",
         )
     )
     yield proc
