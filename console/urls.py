@@ -15,6 +15,7 @@ from console.views import (
     signin,
     support,
     usage,
+    vector_stores,
     web_search,
 )
 from console.views.base import member_view, signed_in_view
@@ -95,6 +96,12 @@ urlpatterns = [
         "files/<str:file_id>/delete/",
         member_view("file_manage")(files.file_remove),
         name="file_remove",
+    ),
+    path("vector-stores/", member_view()(vector_stores.store_list), name="vector_stores"),
+    path(
+        "vector-stores/<str:store_id>/",
+        member_view()(vector_stores.store_detail),
+        name="vector_store",
     ),
     path("mcp-servers/", member_view()(mcp_servers.mcp_server_list), name="mcp_servers"),
     path(

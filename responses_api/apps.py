@@ -19,6 +19,15 @@ class ResponsesApiConfig(AppConfig):
         organisation_settings_changed.connect(
             _forget_stored, dispatch_uid="responses_api.forget_stored"
         )
+        # However a file goes (the Files API, the console, the purge of
+        # expired files), it leaves the vector stores it was in.
+        from django.db.models.signals import post_delete
+
+        from responses_api.models import FileRecord
+
+        post_delete.connect(
+            _detach_file, sender=FileRecord, dispatch_uid="responses_api.detach_file"
+        )
 
 
 def _forget_key(*, key_hash: str, **_: Any) -> None:
@@ -51,3 +60,9 @@ def _forget_stored(*, organisation_id: int, **_: Any) -> None:
         conversations_forget_if_none(organisation_id=organisation_id)
 
     transaction.on_commit(forget)
+
+
+def _detach_file(*, instance: Any, **_: Any) -> None:
+    from responses_api.retrieval.stores import file_detach
+
+    file_detach(organisation_id=instance.organisation_id, file_id=instance.id)

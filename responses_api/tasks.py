@@ -20,13 +20,15 @@ def drain_usage() -> int:
 
 @shared_task
 def purge_stored_responses() -> int:
-    """Deletes expired stored responses, conversations and files (past their
-    ``expires_after``), in batches (reads ignore them already)."""
+    """Deletes expired stored responses, conversations, files and vector
+    stores (past their ``expires_after``), in batches (reads ignore them already)."""
     from responses_api.files.service import files_purge
+    from responses_api.retrieval.stores import vector_stores_purge
     from responses_api.store.conversations import conversations_purge
     from responses_api.store.responses import responses_purge
 
-    return responses_purge() + conversations_purge() + files_purge()
+    purged = responses_purge() + conversations_purge() + files_purge()
+    return purged + vector_stores_purge()
 
 
 @shared_task
@@ -52,3 +54,11 @@ def reap_background_responses() -> int:
     from responses_api.background.run import sweep
 
     return sweep()
+
+
+@shared_task
+def ingest_vector_store_file(organisation_id: int, store_id: str, file_id: str) -> None:
+    """Reads, chunks, embeds and indexes one file added to a vector store."""
+    from responses_api.pipeline.vector_ingest import ingest_on_worker
+
+    ingest_on_worker(organisation_id, store_id, file_id)

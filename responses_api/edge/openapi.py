@@ -20,6 +20,7 @@ from typing import Any
 
 from responses_api.api.conversations import MetadataUpdate, NewConversation, NewItems
 from responses_api.api.files import FILE_SCHEMAS
+from responses_api.api.vector_store_routes import VECTOR_STORE_SCHEMAS
 from responses_api.edge.openapi_items import ITEM_SCHEMAS, OUTPUT_ITEM
 from responses_api.edge.routes import PREFIXES, ROUTES, Operation, Schema
 from responses_api.protocol.body import REFUSAL_MESSAGES, CreateResponse
@@ -375,6 +376,7 @@ def openapi_schema() -> dict[str, Any]:
                 **_compaction_schemas(),
                 **embedding_schemas(REF),
                 **FILE_SCHEMAS,
+                **VECTOR_STORE_SCHEMAS,
                 "Response": RESPONSE,
                 "Usage": USAGE,
                 "SwitchyardExtras": SWITCHYARD_EXTRAS,

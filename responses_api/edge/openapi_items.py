@@ -1,6 +1,7 @@
 """The shapes of the output items of hosted tools the gateway runs, for the
 OpenAPI document (``edge.openapi``): ``web_search_call`` with the
-``url_citation`` annotations its answer gets (docs/api/web-search.md), and
+``url_citation`` annotations its answer gets (docs/api/web-search.md),
+``file_search_call`` with ``file_citation`` (docs/api/file-search.md), and
 the MCP items (docs/api/mcp-tools.md), as OpenAI's types define them."""
 
 from __future__ import annotations
@@ -50,6 +51,42 @@ ITEM_SCHEMAS: dict[str, Any] = {
             "end_index": {"type": "integer", "minimum": 0},
             "url": _STRING,
             "title": _STRING,
+        },
+    },
+    "FileSearchCall": {
+        "type": "object",
+        "description": "A search of the request's vector stores, run by the gateway.",
+        "required": ["id", "type", "status", "queries"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^fs_"},
+            "type": {"const": "file_search_call"},
+            "status": {"enum": ["in_progress", "searching", "completed", "failed", "incomplete"]},
+            "queries": {"type": "array", "items": _STRING},
+            "results": {
+                "type": ["array", "null"],
+                "description": "Only with include: ['file_search_call.results'].",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "file_id": _STRING,
+                        "filename": _STRING,
+                        "score": {"type": "number", "minimum": 0, "maximum": 1},
+                        "attributes": {"type": "object"},
+                        "text": _STRING,
+                    },
+                },
+            },
+        },
+    },
+    "FileCitation": {
+        "type": "object",
+        "description": "An answer's citation of a file a file search found, on its output_text.",
+        "required": ["type", "file_id", "filename", "index"],
+        "properties": {
+            "type": {"const": "file_citation"},
+            "file_id": _STRING,
+            "filename": _STRING,
+            "index": {"type": "integer", "minimum": 0},
         },
     },
     "McpListTools": {
@@ -103,9 +140,11 @@ ITEM_SCHEMAS: dict[str, Any] = {
     },
 }
 
+_ANNOTATIONS = frozenset({"UrlCitation", "FileCitation"})
+
 OUTPUT_ITEM = {
     "anyOf": [
-        *({"$ref": REF.format(model=name)} for name in ITEM_SCHEMAS if name != "UrlCitation"),
+        *({"$ref": REF.format(model=name)} for name in ITEM_SCHEMAS if name not in _ANNOTATIONS),
         {
             "type": "object",
             "description": "message, reasoning, function_call, custom_tool_call, …",

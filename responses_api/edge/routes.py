@@ -25,6 +25,7 @@ from responses_api.api.endpoints import (
     not_served,
 )
 from responses_api.api.files import FILE_OPERATIONS
+from responses_api.api.vector_store_routes import VECTOR_STORE_OPERATIONS
 from responses_api.background.handlers import cancel, create, retrieve
 from responses_api.pipeline.call import RESPONSES, Handler
 from responses_api.protocol.errors import ApiError
@@ -124,6 +125,12 @@ CONVERSATION_ROUTES = tuple(
 FILE_ROUTES = tuple(
     Route(path, {method: Operation(**spec) for method, spec in methods.items()})
     for path, methods in FILE_OPERATIONS.items()
+)
+
+# The Vector stores API (docs/api/vector-stores.md).
+VECTOR_STORE_ROUTES = tuple(
+    Route(path, {method: Operation(**spec) for method, spec in methods.items()})
+    for path, methods in VECTOR_STORE_OPERATIONS.items()
 )
 
 
@@ -297,6 +304,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     *CONVERSATION_ROUTES,
     *FILE_ROUTES,
+    *VECTOR_STORE_ROUTES,
 )
 
 PREFIXES = ("/api/v1", "/v1")

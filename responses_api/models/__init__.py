@@ -13,6 +13,7 @@ from responses_api.models.mcp import McpServer as McpServer
 from responses_api.models.retrieval import Chunk as Chunk
 from responses_api.models.retrieval import VectorStore as VectorStore
 from responses_api.models.retrieval import VectorStoreFile as VectorStoreFile
+from responses_api.models.retrieval import VectorStoreFileBatch as VectorStoreFileBatch
 from responses_api.models.stored import Conversation as Conversation
 from responses_api.models.stored import ConversationItem as ConversationItem
 from responses_api.models.stored import StoredItem as StoredItem

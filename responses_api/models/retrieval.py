@@ -28,6 +28,10 @@ class VectorStore(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_active_at = models.DateTimeField(default=timezone.now)
     usage_bytes = models.BigIntegerField(default=0)
+    # The public id of the organisation's embedding model the store's chunks
+    # and queries are embedded with, chosen at creation; "" when the
+    # organisation had none: the store is then searched by keyword only.
+    embedding_model = models.CharField(max_length=256, blank=True, default="")
     # Of the chunks' embeddings, fixed by the first file embedded.
     dimensions = models.PositiveIntegerField(null=True, blank=True)
     # Raised in the transaction of every write to the store's chunks: a
@@ -63,6 +67,8 @@ class VectorStoreFile(models.Model):
     attributes = models.JSONField(default=dict, blank=True)
     chunking_strategy = models.JSONField(default=dict, blank=True)
     usage_bytes = models.BigIntegerField(default=0)
+    # The file batch (``vsfb_…``) that added it last, if any.
+    batch_id = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -74,6 +80,21 @@ class VectorStoreFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.store_id}/{self.file_id}"
+
+
+class VectorStoreFileBatch(models.Model):
+    """Files added together (``/file_batches``); its counts and status are
+    its files', except that a cancelled batch stays ``cancelled``."""
+
+    id = models.CharField(primary_key=True, max_length=64)
+    store = models.ForeignKey(
+        VectorStore, on_delete=models.CASCADE, related_name="batches", db_index=True
+    )
+    cancelled = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.id
 
 
 class Chunk(models.Model):

@@ -18,19 +18,20 @@ from typing import TYPE_CHECKING, Any
 
 from responses_api.access.auth import Caller
 from responses_api.backends.routing import affinity_key, no_backend
-from responses_api.catalogue.catalog import ModelEntry, get_catalog, wrong_kind
+from responses_api.catalogue.catalog import ModelEntry
 from responses_api.files.inline import files_inlined
 from responses_api.pipeline import auto_compact, failover
 from responses_api.pipeline.admission import admit
 from responses_api.pipeline.call import Call, Output, Reply
 from responses_api.pipeline.exchange import Exchange
 from responses_api.pipeline.hosted import HostedKinds, hosted_closed
+from responses_api.pipeline.model_lookup import model_for
 from responses_api.pipeline.parse import parse_request
 from responses_api.pipeline.relay import read_answer, relay_stream
 from responses_api.pipeline.tool_loop import answer_with_tools, hosted_tools
 from responses_api.pipeline.turn_state import turn_backend
 from responses_api.protocol.body import CreateResponse
-from responses_api.protocol.errors import ApiError, invalid
+from responses_api.protocol.errors import invalid
 from responses_api.store import continuation, conversation_turns
 from responses_api.store.background import Replacing
 from responses_api.store.responses import Stored
@@ -296,33 +297,6 @@ async def _relay_json(
     async with waiting as deadline, upstream as attempt:
         output.plan = attempt.plan
         await read_answer(attempt.answer, output.translator, attempt.route.backend.name, deadline)
-
-
-async def model_for(caller: Caller, name: str, *, kind: str = "generate") -> ModelEntry:
-    catalog = await get_catalog(caller.organisation_id)
-    model = catalog.by_name.get(name)
-    if model is None:
-        catalog = await get_catalog(caller.organisation_id, missing=name)
-        model = catalog.by_name.get(name)
-    if model is None:
-        raise ApiError(
-            404,
-            f"The model '{name}' does not exist or you do not have access to it. "
-            "Pick one of the models listed by GET /v1/models.",
-            code="model_not_found",
-            param="model",
-        )
-    allowed = caller.allowed_models
-    if allowed and model.public_id not in allowed and name not in allowed:
-        raise ApiError(
-            403,
-            f"This API key may not use the model '{name}'.",
-            code="model_not_allowed",
-            param="model",
-        )
-    if model.kind != kind:
-        raise wrong_kind(model, name)
-    return model
 
 
 def _store_decision(

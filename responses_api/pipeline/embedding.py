@@ -29,8 +29,8 @@ from responses_api.catalogue.catalog import ModelEntry
 from responses_api.pipeline import failover, runner
 from responses_api.pipeline.admission import admit
 from responses_api.pipeline.call import Call, Reply
-from responses_api.pipeline.create import model_for
 from responses_api.pipeline.exchange import Exchange, new_request_id
+from responses_api.pipeline.model_lookup import model_for
 from responses_api.pipeline.responder import Responder
 from responses_api.protocol.errors import ApiError
 from responses_api.translate.token_usage import Usage

@@ -1,6 +1,7 @@
 """The hosted tools the gateway runs, as the tool loop (``pipeline.tool_loop``)
 sees them: each kind — MCP servers (``pipeline.mcp_calls``), web search
-(``pipeline.web_searches``), and any kind added later — plugs in through
+(``pipeline.web_searches``), file search (``pipeline.file_searches``), and
+any kind added later — plugs in through
 :class:`HostedKind`:
 
 * what the model is offered in place of the request's tools of that kind

@@ -1,6 +1,6 @@
 """The tool loop: the hosted tools a request offers, run by the gateway
 (each kind plugs in through ``pipeline.hosted.HostedKind``: MCP servers,
-web search).
+web search, file search).
 
 Two stages of ``create_response`` (docs/api/mcp-tools.md, docs/api/web-search.md):
 
@@ -11,11 +11,13 @@ Two stages of ``create_response`` (docs/api/mcp-tools.md, docs/api/web-search.md
   once, so that the translation offers the allowed ones to the model as
   functions. A server that cannot list its tools fails the request (424),
   as a backend that cannot answer does. A ``web_search`` tool runs where
-  the organisation bound a search provider (``pipeline.web_searches``).
+  the organisation bound a search provider (``pipeline.web_searches``); a
+  ``file_search`` tool searches the request's vector stores
+  (``pipeline.file_searches``).
 * :func:`answer_with_tools`, in place of one relay: the backend answers;
   the hosted calls it made are run (each bounded in time and output), their
   results go to the client as their items (``mcp_call``,
-  ``web_search_call``) and back to the model, and the backend is asked
+  ``web_search_call``, ``file_search_call``) and back to the model, and the backend is asked
   again, until it answers without calling one of them, or the response's
   bounds end the loop: ``max_tool_calls``, the turns and the deadline of
   the settings.
@@ -70,6 +72,7 @@ async def hosted_tools(caller: Caller, request: CreateResponse) -> HostedKinds |
     """The hosted kinds the request offers and the gateway runs for it
     (None when there is none). The caller closes them (``HostedKinds.close``)
     once the response ends."""
+    from responses_api.pipeline.file_searches import file_search_kind
     from responses_api.pipeline.web_searches import web_search_kind
 
     kinds: list[HostedKind] = []
@@ -84,6 +87,9 @@ async def hosted_tools(caller: Caller, request: CreateResponse) -> HostedKinds |
         raise
     if search is not None:
         kinds.append(search)
+    files = await file_search_kind(caller, request)
+    if files is not None:
+        kinds.append(files)
     return HostedKinds(tuple(kinds)) if kinds else None
 
 

@@ -237,7 +237,13 @@ class CreateResponse(BaseModel):
 # Hosted tools a tool_choice may name: refused later, at translation, where
 # the organisation does not run them (``translate.tools.ChatTools.choice``).
 CHOSEN_WHEN_RUN = frozenset(
-    {"web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26"}
+    {
+        "web_search",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+        "web_search_2025_08_26",
+        "file_search",
+    }
 )
 
 REFUSAL_MESSAGES = {

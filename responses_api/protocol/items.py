@@ -234,9 +234,16 @@ class McpApprovalResponseItem(Loose):
 
 
 class HostedItem(Loose):
-    """An item of a hosted tool (``web_search_call``, …): skipped with a notice."""
+    """An item of a hosted tool (``code_interpreter_call``, …): skipped with a
+    notice. The schema lists the types no class of their own takes, so that
+    an item matches one schema of the union only."""
 
-    type: StrictStr
+    type: Annotated[
+        StrictStr,
+        WithJsonSchema(
+            {"enum": sorted(HOSTED_ITEM_TYPES - {"web_search_call", "file_search_call"})}
+        ),
+    ]
 
 
 class WebSearchCallItem(HostedItem):
@@ -248,6 +255,18 @@ class WebSearchCallItem(HostedItem):
     id: StrictStr | None = Field(default=None, max_length=128)
     status: StrictStr | None = Field(default=None, max_length=32)
     action: InstanceOf[dict[str, Any]] | None = None
+
+
+class FileSearchCallItem(HostedItem):
+    """A file search of an earlier response: given back to the model where
+    the request offers ``file_search`` (its queries and the results it
+    shows), else skipped with a notice like any hosted item."""
+
+    type: Literal["file_search_call"]
+    id: StrictStr | None = Field(default=None, max_length=128)
+    status: StrictStr | None = Field(default=None, max_length=32)
+    queries: InstanceOf[list[Any]] | None = None
+    results: InstanceOf[list[Any]] | None = None
 
 
 ITEM_TAGS = {
@@ -265,6 +284,7 @@ ITEM_TAGS = {
     "compaction_trigger": "CompactionTriggerItem",
     **dict.fromkeys(HOSTED_ITEM_TYPES, "HostedItem"),
     "web_search_call": "WebSearchCallItem",
+    "file_search_call": "FileSearchCallItem",
     "mcp_call": "McpCallItem",
     "mcp_approval_request": "McpApprovalRequestItem",
     "mcp_approval_response": "McpApprovalResponseItem",
@@ -309,6 +329,7 @@ InputItem = Annotated[
     | Annotated[McpApprovalRequestItem, Tag("McpApprovalRequestItem")]
     | Annotated[McpApprovalResponseItem, Tag("McpApprovalResponseItem")]
     | Annotated[WebSearchCallItem, Tag("WebSearchCallItem")]
+    | Annotated[FileSearchCallItem, Tag("FileSearchCallItem")]
     | Annotated[HostedItem, Tag("HostedItem")]
     | Annotated[HostedItem, BeforeValidator(_refuse_item), Tag("Refused")],
     Discriminator(_item_tag),

@@ -77,7 +77,7 @@ def ingest_file(
     file_id: str,
     content: bytes,
     filename: str,
-    embed: Embed,
+    embed: Embed | None,
     *,
     attributes: dict[str, Any] | None = None,
     chunking_strategy: dict[str, Any] | None = None,
@@ -102,9 +102,11 @@ def ingest_file(
 
 
 def vector_store_file_process(
-    *, organisation_id: int, store_id: str, file_id: str, content: bytes, embed: Embed
+    *, organisation_id: int, store_id: str, file_id: str, content: bytes, embed: Embed | None
 ) -> VectorStoreFile:
-    """Ingest a file already added (``in_progress``)."""
+    """Ingest a file already added (``in_progress``). With no ``embed`` (a
+    store whose organisation has no embedding model) the chunks are indexed
+    for keyword search only."""
     found = vector_store_file_get(
         organisation_id=organisation_id, store_id=store_id, file_id=file_id
     )
@@ -115,11 +117,12 @@ def vector_store_file_process(
         static = found.chunking_strategy["static"]
         strategy = Strategy(static["max_chunk_size_tokens"], static["chunk_overlap_tokens"])
         pieces = list(chunk_text(text, strategy))
-        vectors = embed_all([piece.text for piece in pieces], embed)
+        texts = [piece.text for piece in pieces]
+        vectors = embed_all(texts, embed) if embed is not None else np.zeros((len(texts), 0))
     except ParseError as error:
-        return _fail(found, error.code, error.message)
+        return file_fail(found, error.code, error.message)
     except EmbeddingError as error:
-        return _fail(found, "server_error", str(error))
+        return file_fail(found, "server_error", str(error))
     rows = [
         Chunk(
             store_id=store_id,
@@ -127,19 +130,19 @@ def vector_store_file_process(
             position=piece.position,
             text=secrets.encrypt(piece.text),
             terms=index_terms(organisation_id, piece.text),
-            embedding=vector.tobytes(),
+            embedding=vector.astype("<f4").tobytes(),
             tokens=piece.tokens,
         )
         for piece, vector in zip(pieces, vectors, strict=True)
     ]
-    dimensions = int(vectors.shape[1])
+    dimensions = int(vectors.shape[1]) or None
     with transaction.atomic():
         store = VectorStore.objects.select_for_update().filter(id=store_id).first()
         current = VectorStoreFile.objects.select_for_update().filter(pk=found.pk).first()
         if store is None or current is None or current.status != found.status:
             return current or found  # deleted or cancelled meanwhile
-        if store.dimensions not in (None, dimensions):
-            return _fail(
+        if dimensions is not None and store.dimensions not in (None, dimensions):
+            return file_fail(
                 current,
                 "server_error",
                 f"The embeddings have {dimensions} dimensions; the store's have "
@@ -150,7 +153,7 @@ def vector_store_file_process(
         current.status = VectorStoreFile.Status.COMPLETED
         current.usage_bytes = len(text.encode())
         current.save(update_fields=["status", "usage_bytes"])
-        if store.dimensions is None:
+        if store.dimensions is None and dimensions is not None:
             VectorStore.objects.filter(id=store_id).update(dimensions=dimensions)
         usage_recount(store_id)
     return current
@@ -185,7 +188,7 @@ def embed_all(texts: list[str], embed: Embed) -> np.ndarray:
     return np.concatenate(out)
 
 
-def _fail(found: VectorStoreFile, code: str, message: str) -> VectorStoreFile:
+def file_fail(found: VectorStoreFile, code: str, message: str) -> VectorStoreFile:
     found.status = VectorStoreFile.Status.FAILED
     found.last_error = {"code": code, "message": message}
     found.save(update_fields=["status", "last_error"])
@@ -205,10 +208,10 @@ def ingest_dispatch(
     file_id: str,
     content: bytes,
     filename: str,
-    embed: Embed,
+    embed: Embed | None,
     attributes: dict[str, Any] | None = None,
     chunking_strategy: dict[str, Any] | None = None,
-) -> tuple[VectorStoreFile, Future[VectorStoreFile]]:
+) -> tuple[VectorStoreFile, Future[VectorStoreFile | None]]:
     """Add the file now (``in_progress``, what the API answers) and ingest
     it on the process's pool; the future ends with the file's row."""
     found = vector_store_file_create(
@@ -230,17 +233,37 @@ def ingest_dispatch(
     return found, _pool().submit(work)
 
 
-def _process_in_thread(**arguments: Any) -> VectorStoreFile:
+def _process_in_thread(**arguments: Any) -> VectorStoreFile | None:
+    return ingest_guarded(
+        functools.partial(vector_store_file_process, **arguments),
+        store_id=arguments["store_id"],
+        file_id=arguments["file_id"],
+    )
+
+
+def ingest_guarded(
+    work: Callable[[], VectorStoreFile | None], *, store_id: str, file_id: str
+) -> VectorStoreFile | None:
+    """Run ``work`` (an ingestion) off a request, on a pool thread or a
+    worker: whatever it raises fails the file instead of leaving it
+    ``in_progress``; the thread's database connection is closed after."""
     close_old_connections()
     try:
-        return vector_store_file_process(**arguments)
+        return work()
     except Exception:
         # Nothing a file holds is meant to get here (it fails with its
         # last_error above); a bug must still not leave it in_progress.
         log.exception("Ingesting a vector store file failed")
-        found = VectorStoreFile.objects.get(
-            store_id=arguments["store_id"], file_id=arguments["file_id"]
-        )
-        return _fail(found, "server_error", "The file could not be ingested.")
+        found = VectorStoreFile.objects.filter(store_id=store_id, file_id=file_id).first()
+        if found is None or found.status != VectorStoreFile.Status.IN_PROGRESS:
+            return found
+        return file_fail(found, "server_error", "The file could not be ingested.")
     finally:
         connections.close_all()  # this thread's own
+
+
+def ingest_submit(
+    work: Callable[[], VectorStoreFile | None], *, store_id: str, file_id: str
+) -> Future[VectorStoreFile | None]:
+    """Run ``work`` guarded (:func:`ingest_guarded`) on the process's pool."""
+    return _pool().submit(ingest_guarded, work, store_id=store_id, file_id=file_id)

@@ -5,7 +5,7 @@ caller's ``organisation_id``; another organisation's store is a
 
 from __future__ import annotations
 
-import secrets
+import secrets as tokens
 from datetime import timedelta
 from typing import Any
 
@@ -13,16 +13,17 @@ from django.db import transaction
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 
-from responses_api.models import Chunk, VectorStore, VectorStoreFile
+from responses_api.models import Chunk, ServedModel, VectorStore, VectorStoreFile
 from responses_api.retrieval.errors import InvalidParameter, NotFound
 from responses_api.retrieval.vectors import indexes
+from responses_api.runtime import secrets
 
 MAX_ATTRIBUTES = 16
 MAX_KEY, MAX_VALUE = 64, 512
 
 
 def new_store_id() -> str:
-    return "vs_" + secrets.token_hex(16)
+    return "vs_" + tokens.token_hex(16)
 
 
 def store_missing(store_id: str) -> NotFound:
@@ -67,20 +68,39 @@ def expires_after_check(value: Any) -> dict[str, Any] | None:
     return dict(value)
 
 
+def organisation_embedding_model(organisation_id: int) -> str:
+    """The model a new store of the organisation embeds with: its first
+    embedding model by public id (predictable, and changed by renaming or
+    adding a model), or "" when it has none (keyword search only)."""
+    first = (
+        ServedModel.objects.filter(organisation_id=organisation_id, kind="embed")
+        .order_by("public_id")
+        .values_list("public_id", flat=True)
+        .first()
+    )
+    return first or ""
+
+
 def vector_store_create(
     *,
     organisation_id: int,
     name: str = "",
     metadata: dict[str, str] | None = None,
     expires_after: dict[str, Any] | None = None,
+    embedding_model: str | None = None,
 ) -> VectorStore:
+    """A new store; ``embedding_model`` None picks the organisation's
+    (:func:`organisation_embedding_model`)."""
     expires_after = expires_after_check(expires_after)
+    if embedding_model is None:
+        embedding_model = organisation_embedding_model(organisation_id)
     now = timezone.now()
     return VectorStore.objects.create(
         id=new_store_id(),
         organisation_id=organisation_id,
         name=name,
         metadata=metadata or {},
+        embedding_model=embedding_model,
         expires_after=expires_after,
         expires_at=now + timedelta(days=expires_after["days"]) if expires_after else None,
         last_active_at=now,
@@ -205,3 +225,87 @@ def usage_recount(store_id: str) -> None:
     VectorStore.objects.filter(id=store_id).update(
         usage_bytes=total or 0, index_version=F("index_version") + 1
     )
+
+
+def vector_store_update(
+    *,
+    organisation_id: int,
+    store_id: str,
+    changes: dict[str, Any],
+) -> VectorStore:
+    """``name``, ``metadata`` and ``expires_after`` (None: never expires),
+    those of ``changes`` given."""
+    store = vector_store_get(organisation_id=organisation_id, store_id=store_id)
+    fields = []
+    if "name" in changes:
+        store.name = changes["name"] or ""
+        fields.append("name")
+    if "metadata" in changes:
+        store.metadata = changes["metadata"] or {}
+        fields.append("metadata")
+    if "expires_after" in changes:
+        store.expires_after = expires_after_check(changes["expires_after"])
+        days = store.expires_after["days"] if store.expires_after else None
+        store.expires_at = store.last_active_at + timedelta(days=days) if days else None
+        fields += ["expires_after", "expires_at"]
+    if fields:
+        store.save(update_fields=fields)
+    return store
+
+
+def file_detach(*, organisation_id: int, file_id: str) -> int:
+    """Take a file deleted from the Files API out of every store of its
+    organisation: its entries, chunks and vectors. How many it was in."""
+    entries = VectorStoreFile.objects.filter(
+        file_id=file_id, store__organisation_id=organisation_id
+    )
+    stores = set(entries.values_list("store_id", flat=True))
+    with transaction.atomic():
+        for store_id in stores:
+            found = VectorStoreFile.objects.filter(store_id=store_id, file_id=file_id)
+            Chunk.objects.filter(file__in=found).delete()
+            found.delete()
+            usage_recount(store_id)
+    return len(stores)
+
+
+def vector_stores_purge(*, batch: int = 100) -> int:
+    """Delete the stores past their ``expires_at`` (reads ignore them already)."""
+    purged = 0
+    now = timezone.now()
+    while True:
+        expired = list(
+            VectorStore.objects.filter(expires_at__lte=now).values_list("id", "organisation_id")[
+                :batch
+            ]
+        )
+        for store_id, organisation_id in expired:
+            with transaction.atomic():
+                Chunk.objects.filter(store_id=store_id).delete()
+                VectorStoreFile.objects.filter(store_id=store_id).delete()
+                VectorStore.objects.filter(id=store_id, organisation_id=organisation_id).delete()
+            indexes.forget(store_id)
+        purged += len(expired)
+        if len(expired) < batch:
+            return purged
+
+
+def vector_store_file_update(
+    *, organisation_id: int, store_id: str, file_id: str, attributes: Any
+) -> VectorStoreFile:
+    checked = attributes_check(attributes)
+    found = vector_store_file_get(
+        organisation_id=organisation_id, store_id=store_id, file_id=file_id
+    )
+    found.attributes = checked
+    found.save(update_fields=["attributes"])
+    return found
+
+
+def vector_store_file_texts(*, organisation_id: int, store_id: str, file_id: str) -> list[str]:
+    """The file's chunks, decrypted, in order (empty until it is completed)."""
+    found = vector_store_file_get(
+        organisation_id=organisation_id, store_id=store_id, file_id=file_id
+    )
+    chunks = Chunk.objects.filter(file_id=found.pk).order_by("position")
+    return [secrets.decrypt(text) for text in chunks.values_list("text", flat=True)]

@@ -1,5 +1,7 @@
 """Where an answer cites the sources its searches found: ``url_citation``
-annotations on its ``output_text`` (docs/api/web-search.md).
+annotations on its ``output_text`` (docs/api/web-search.md), and
+``file_citation`` ones for the files ``file_search`` found
+(docs/api/file-search.md, :func:`file_citations`).
 
 The model reads each search's results numbered ``[1]``, ``[2]``, … (one
 numbering for the whole response) and is asked to cite a source by its
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 Annotator = Callable[[str], list[dict[str, Any]]]
@@ -63,6 +65,53 @@ def url_citations(text: str, sources: Sequence[Source]) -> list[dict[str, Any]]:
         }
         for start, end, source in found
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class FileSource:
+    """A chunk of a file a ``file_search`` of this response returned."""
+
+    file_id: str
+    filename: str
+    text: str
+    score: float = 0.0
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+def file_citations(text: str, sources: Sequence[FileSource]) -> list[dict[str, Any]]:
+    """The ``file_citation`` annotations of ``text``, by index.
+
+    Each ``[n]`` whose ``n`` is a result of this response cites that
+    result's file at the marker's start (the end of what it supports); a
+    file's name written out in full cites it at the name's end. A file is
+    cited once at one index; a number that is no result is left alone."""
+    found: dict[tuple[int, str], FileSource] = {}
+    for match in _MARKER.finditer(text):
+        numbers = [int(n) for n in match.group(1).split(",")]
+        if all(1 <= n <= len(sources) for n in numbers):
+            for n in numbers:
+                source = sources[n - 1]
+                found.setdefault((match.start(), source.file_id), source)
+    for source in {s.file_id: s for s in sources if s.filename}.values():
+        start = text.find(source.filename)
+        while start != -1:
+            end = start + len(source.filename)
+            found.setdefault((end, source.file_id), source)
+            start = text.find(source.filename, end)
+    return [
+        {
+            "type": "file_citation",
+            "file_id": source.file_id,
+            "filename": source.filename,
+            "index": index,
+        }
+        for (index, _), source in sorted(found.items(), key=lambda hit: hit[0])
+    ]
+
+
+def file_annotator(sources: Sequence[FileSource]) -> Annotator:
+    kept = tuple(sources)
+    return lambda text: file_citations(text, kept)
 
 
 def annotator(sources: Sequence[Source]) -> Annotator:

@@ -3,8 +3,9 @@
 Each item a client may send back becomes what the model would have seen
 when it was made: its own messages, its tool calls and their results, its
 reasoning (opened from the seal it was carried in), and the calls the
-gateway ran for it on MCP servers, and its web searches where one is
-bound (their query and sources). Hosted tools' other items are skipped,
+gateway ran for it on MCP servers, its web searches where one is bound
+(their query and sources), and its file searches where the request offers
+``file_search`` (their queries and results). Hosted tools' other items are skipped,
 with a notice (``request.prepare_chat``).
 """
 
@@ -20,6 +21,7 @@ from responses_api.protocol.items import (
     CompactionTriggerItem,
     CustomToolCallItem,
     CustomToolCallOutputItem,
+    FileSearchCallItem,
     FunctionCallItem,
     FunctionCallOutputItem,
     HostedItem,
@@ -36,6 +38,7 @@ from responses_api.protocol.items import (
 )
 from responses_api.protocol.tools import Tool
 from responses_api.translate.content import text_of, user_content
+from responses_api.translate.file_search_calls import files_searched_again
 from responses_api.translate.hosted_calls import searched_again
 from responses_api.translate.messages import ChatMessages
 from responses_api.translate.sealing import ReasoningSeal, SealBroken
@@ -134,9 +137,13 @@ def add_item(
     elif isinstance(item, McpApprovalRequestItem | McpApprovalResponseItem):
         pass
     elif isinstance(item, HostedItem):
-        search = tools.hosted_name("web_search") if isinstance(item, WebSearchCallItem) else None
+        search = None
+        if isinstance(item, WebSearchCallItem):
+            search, again = tools.hosted_name("web_search"), searched_again
+        elif isinstance(item, FileSearchCallItem):
+            search, again = tools.hosted_name("file_search"), files_searched_again
         if search is not None:
-            call_id, arguments, result = searched_again(item.model_dump(), index)
+            call_id, arguments, result = again(item.model_dump(), index)
             result = tools.results.get(call_id, result)
             messages.add_call(
                 {

@@ -25,6 +25,13 @@ from typing import Any
 import orjson
 
 from responses_api.translate.citations import Source
+from responses_api.translate.file_search_calls import (
+    files_added,
+    files_closed,
+    files_done,
+    files_ended,
+    files_opened,
+)
 from responses_api.translate.items import Item, json_or_raw
 
 Event = dict[str, Any]
@@ -109,6 +116,15 @@ SHAPES: dict[str, CallShape] = {
         _search_closed,
         _search_done,
         _search_ended,
+    ),
+    "file_search": CallShape(
+        "file_search_call",
+        "fs",
+        files_added,
+        files_opened,
+        files_closed,
+        files_done,
+        files_ended,
     ),
 }
 

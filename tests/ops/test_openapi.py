@@ -127,7 +127,24 @@ def test_the_document_names_the_hosted_tools_item_shapes():
     assert search["properties"]["type"] == {"const": "web_search_call"}
     assert "sources" in search["properties"]["action"]["properties"]
     assert schemas["UrlCitation"]["properties"]["type"] == {"const": "url_citation"}
+    files = schemas["FileSearchCall"]
+    assert files["properties"]["type"] == {"const": "file_search_call"}
+    assert set(files["properties"]["results"]["items"]["properties"]) == {
+        "file_id",
+        "filename",
+        "score",
+        "attributes",
+        "text",
+    }
+    assert schemas["FileCitation"]["required"] == ["type", "file_id", "filename", "index"]
     items = schemas["Response"]["properties"]["output"]["items"]["anyOf"]
     refs = {item.get("$ref") for item in items}
-    for name in ("WebSearchCall", "McpCall", "McpListTools", "McpApprovalRequest"):
+    assert "#/components/schemas/FileCitation" not in refs
+    for name in (
+        "WebSearchCall",
+        "FileSearchCall",
+        "McpCall",
+        "McpListTools",
+        "McpApprovalRequest",
+    ):
         assert f"#/components/schemas/{name}" in refs

@@ -18,6 +18,7 @@ from tests.conftest import ROOT, Proc, free_port, wait_http
 # The tool loop's tests call the API as the stored-response tests do.
 from tests.store.conftest import acme, client, globex, initech, recorder  # noqa: F401
 from tests.support import wait_until
+from tests.tools.files import store  # noqa: F401
 
 TOKEN = "sk-user-oauth-7f3a9c1e5b2d4f60"
 
