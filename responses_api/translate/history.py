@@ -36,7 +36,7 @@ from responses_api.protocol.items import (
 )
 from responses_api.protocol.tools import Tool
 from responses_api.translate.content import text_of, user_content
-from responses_api.translate.hosted_calls import searched_again
+from responses_api.translate.hosted_calls import replayed_kind, searched_again
 from responses_api.translate.messages import ChatMessages
 from responses_api.translate.sealing import ReasoningSeal, SealBroken
 from responses_api.translate.tool_turns import mcp_output_text
@@ -134,7 +134,11 @@ def add_item(
     elif isinstance(item, McpApprovalRequestItem | McpApprovalResponseItem):
         pass
     elif isinstance(item, HostedItem):
-        search = tools.hosted_name("web_search") if isinstance(item, WebSearchCallItem) else None
+        search = (
+            tools.hosted_name(replayed_kind(item.model_dump()))
+            if isinstance(item, WebSearchCallItem)
+            else None
+        )
         if search is not None:
             call_id, arguments, result = searched_again(item.model_dump(), index)
             result = tools.results.get(call_id, result)
