@@ -168,3 +168,64 @@ def test_a_streamed_open_page_is_in_openai_s_order(client: OpenAI, searxng, page
     assert [item.type for item in final.output] == ["web_search_call", "message"]
     [citation] = final.output[1].content[0].annotations
     assert citation.url == url
+
+
+def test_a_page_a_search_returned_keeps_its_number(client: OpenAI, searxng, page_server, recorder):
+    url = page_server.url + "/article"
+    response = client.responses.create(
+        model="sim-model",
+        input=call("web_search", query=url) + call("open_page", url=url) + " [[answer:See [1].]]",
+        tools=[{"type": "web_search"}],
+        include=["web_search_call.action.sources"],
+    )
+    searched, opened = response.output[:2]
+    assert searched.action.sources[0].url == url and len(searched.action.sources) == 3
+    assert opened.status == "completed"
+    told = [m["content"] for m in recorder.last_messages() if m["role"] == "tool"]
+    assert told[1].startswith("[1] The Eiffel Tower") and "Cite this page as [1]." in told[1]
+    [citation] = response.output[2].content[0].annotations
+    assert (citation.url, citation.title) == (url, f"{url} - Encyclopedia")
+
+
+def test_a_page_read_in_the_history_is_given_back_as_its_call(
+    client: OpenAI, searxng, page_server, recorder
+):
+    url = page_server.url + "/article"
+    first = client.responses.create(
+        model="sim-model",
+        input=call("find_in_page", url=url, pattern="1889"),
+        tools=[{"type": "web_search"}],
+    )
+    second = client.responses.create(
+        model="sim-model",
+        previous_response_id=first.id,
+        input="[[text:noted]]",
+        tools=[{"type": "web_search"}],
+    )
+    assert second.output_text == "noted"
+    assert not any(n["code"] == "hosted_items_skipped" for n in second.switchyard["notices"])
+    messages = recorder.last_messages()
+    [call_made] = [m for m in messages if m.get("tool_calls")][0]["tool_calls"]
+    assert call_made["function"]["name"] == "find_in_page"
+    assert json.loads(call_made["function"]["arguments"]) == {"url": url, "pattern": "1889"}
+    # Re-sent by hand, an open_page item is accepted too.
+    replayed = client.responses.create(
+        model="sim-model",
+        input=[
+            {"role": "user", "content": "what does it say?"},
+            {
+                "id": "ws_1",
+                "type": "web_search_call",
+                "status": "completed",
+                "action": {"type": "open_page", "url": url},
+            },
+            {"role": "user", "content": "[[text:ok]]"},
+        ],
+        tools=[{"type": "web_search"}],
+    )
+    assert replayed.output_text == "ok"
+    [call_made] = [m for m in recorder.last_messages() if m.get("tool_calls")][0]["tool_calls"]
+    assert call_made["function"] == {
+        "name": "open_page",
+        "arguments": json.dumps({"url": url}, separators=(",", ":")),
+    }
