@@ -232,7 +232,8 @@ def replayed_kind(item: dict[str, Any]) -> str:
 def _opened_again(item: dict[str, Any], action: dict[str, Any]) -> tuple[str, str]:
     """An ``open_page`` or ``find_in_page`` of an earlier response: its
     arguments, and that what it read is gone (the item never holds it)."""
-    url = action.get("url") if isinstance(action.get("url"), str) else ""
+    given = action.get("url")
+    url = given if isinstance(given, str) else ""
     arguments: dict[str, str] = {"url": url}
     if action.get("type") == "find_in_page":
         pattern = action.get("pattern")
