@@ -229,3 +229,19 @@ def test_a_page_read_in_the_history_is_given_back_as_its_call(
         "name": "open_page",
         "arguments": json.dumps({"url": url}, separators=(",", ":")),
     }
+
+
+@pytest.mark.parametrize(("size", "chars"), [("low", 3000), ("high", 12000)])
+def test_the_page_the_model_reads_is_cut_to_the_context_size(
+    client: OpenAI, searxng, page_server, size, chars
+):
+    response = client.responses.create(
+        model="sim-model",
+        input=call("open_page", url=page_server.url + "/long"),
+        tools=[{"type": "web_search", "search_context_size": size}],
+    )
+    text = response.output_text
+    assert text.endswith("[… the page goes on]")
+    body = text.split("\n\n", 1)[1].removesuffix("\n[… the page goes on]")
+    assert len(body) == chars and body.startswith("line 00000 of the long page")
+    assert "line 03999" not in text

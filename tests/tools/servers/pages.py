@@ -4,6 +4,7 @@ on plain asyncio HTTP/1.1 so that it can also misbehave:
 - ``/article``: an HTML page (a title, a script and a style the model must
   not read, a paragraph naming Gustave Eiffel twice);
 - ``/notes.txt``: plain text; ``/data.json``: JSON;
+- ``/long``: 100 KB of text, numbered lines;
 - ``/huge``: 8 MB of HTML;
 - ``/slow``: never answers (the connection stays open);
 - ``/bomb``: 10 KB of gzip that is 10 MB of text;
@@ -77,6 +78,9 @@ async def serve(target: str, writer: asyncio.StreamWriter) -> None:
         await respond(writer, 200, b"Plain notes: the lift was added in 1899.", "text/plain")
     elif path == "/data.json":
         await respond(writer, 200, b'{"height_m": 330, "opened": 1889}', "application/json")
+    elif path == "/long":
+        lines = "".join(f"line {n:05d} of the long page\n" for n in range(4000))
+        await respond(writer, 200, lines.encode(), "text/plain; charset=utf-8")
     elif path == "/huge":
         await respond(writer, 200, b"<p>" + b"x" * (8 * 1024 * 1024) + b"</p>", html)
     elif path == "/slow":
