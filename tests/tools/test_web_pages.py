@@ -245,3 +245,27 @@ def test_the_page_the_model_reads_is_cut_to_the_context_size(
     body = text.split("\n\n", 1)[1].removesuffix("\n[… the page goes on]")
     assert len(body) == chars and body.startswith("line 00000 of the long page")
     assert "line 03999" not in text
+
+
+def test_allowed_tools_naming_web_search_allows_its_pages(client: OpenAI, searxng, recorder):
+    client.responses.create(
+        model="sim-model",
+        input="[[text:hi]]",
+        tools=[{"type": "web_search"}, {"type": "function", "name": "other", "parameters": {}}],
+        tool_choice={"type": "allowed_tools", "mode": "auto", "tools": [{"type": "web_search"}]},
+    )
+    offered = [tool["function"]["name"] for tool in recorder.requests[-1]["tools"]]
+    assert offered == ["web_search", "open_page", "find_in_page"]
+
+
+def test_find_in_page_merges_close_matches_and_ignores_case():
+    from responses_api.pipeline.web_pages import Read, found_text
+
+    text = "Alpha beta. " * 3 + "x" * 2000 + " straße ALPHA end"
+    told = found_text(Read("https://e.example/", "E", text), "alpha", 1, 6000)
+    assert '"alpha" occurs in 2 places in the page:' in told
+    assert told.count("… ") == 2 and "straße ALPHA end" in told
+    # The passages are cut to the characters the context size allows.
+    many = "needle " + ("y" * 600 + " needle ") * 20
+    cut = found_text(Read("https://e.example/", "E", many), "NEEDLE", 1, 1200)
+    assert cut.endswith("[… more passages left out]") and len(cut) < 1600
