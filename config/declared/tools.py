@@ -62,4 +62,13 @@ SETTINGS = (
         "search and the model is told so.",
         UPSTREAM,
     ),
+    Setting(
+        "SWITCHYARD_WEB_PAGE_BYTES",
+        "int",
+        2 * 1024 * 1024,
+        "The most a web page the model opens (web search's open_page and find_in_page) may "
+        "hold, in bytes as sent; a larger page fails the call and the model is told so. A "
+        "compressed page is refused, so this also bounds the text decoded.",
+        UPSTREAM,
+    ),
 )

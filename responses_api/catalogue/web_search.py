@@ -20,6 +20,8 @@ WEB_SEARCH_TYPES = frozenset(
 )
 # search_context_size → (results, characters of each snippet) the model reads.
 CONTEXT_SIZES = {"low": (3, 300), "medium": (5, 600), "high": (8, 1200)}
+# search_context_size → characters of a page (open_page, find_in_page) the model reads.
+PAGE_CHARS = {"low": 3000, "medium": 6000, "high": 12000}
 DOMAINS_MAX = 100
 
 
@@ -39,6 +41,7 @@ class SearchSettings:
 
     results: int = 5
     snippet_chars: int = 600
+    page_chars: int = 6000
     allowed_domains: tuple[str, ...] = ()
     country: str | None = None
 
@@ -110,6 +113,7 @@ def search_settings(tool: Mapping[str, Any], index: int) -> SearchSettings | Api
     return SearchSettings(
         results=results,
         snippet_chars=chars,
+        page_chars=PAGE_CHARS[size],
         allowed_domains=tuple(_domain(d) for d in domains),
         country=country.upper() if country else None,
     )

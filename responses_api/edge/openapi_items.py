@@ -16,7 +16,8 @@ _NULLABLE = {"type": ["string", "null"]}
 ITEM_SCHEMAS: dict[str, Any] = {
     "WebSearchCall": {
         "type": "object",
-        "description": "A web search the gateway ran on the organisation's provider.",
+        "description": "A web search the gateway ran on the organisation's provider, or a page "
+        "it read for the model.",
         "required": ["id", "type", "status", "action"],
         "properties": {
             "id": {"type": "string", "pattern": "^ws_"},
@@ -26,8 +27,10 @@ ITEM_SCHEMAS: dict[str, Any] = {
                 "type": "object",
                 "required": ["type"],
                 "properties": {
-                    "type": {"const": "search"},
-                    "query": _STRING,
+                    "type": {"enum": ["search", "open_page", "find_in_page"]},
+                    "query": {**_STRING, "description": "The search's query (search)."},
+                    "url": {**_STRING, "description": "The page read (open_page, find_in_page)."},
+                    "pattern": {**_STRING, "description": "The text looked for (find_in_page)."},
                     "sources": {
                         "type": "array",
                         "description": "Only with include: ['web_search_call.action.sources'].",

@@ -155,7 +155,8 @@ def _ran(
     call = {
         "type": str(done.get("type", item.kind)).removesuffix("_call"),
         "server": str(done.get("server_label") or ""),
-        "name": str(done.get("name") or ""),
+        # An MCP tool's name, or a web search's action (search, open_page, …).
+        "name": str(done.get("name") or (done.get("action") or {}).get("type") or ""),
     }
     if isinstance(error, str) and error:
         call["error"] = redact(error, tuple(secrets))

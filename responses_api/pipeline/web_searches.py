@@ -1,12 +1,13 @@
 """Web search, the hosted kind ``web_search`` (docs/api/web-search.md): the
-model is offered one function, ``web_search({"query": …})``; each call
-becomes a ``web_search_call`` item and runs on the search provider the
-organisation bound (``catalogue.web_search``): a search API
+model is offered ``web_search({"query": …})``, and ``open_page`` and
+``find_in_page`` to read what it found (``pipeline.web_pages``); each call
+becomes a ``web_search_call`` item of that action. A search runs on the
+search provider the organisation bound (``catalogue.web_search``): a search API
 (``tools.web_search``) or a search tool of one of its registered MCP
 servers. The results go back to the model numbered for the whole response,
 and the answers written after them get their ``url_citation`` annotations
 (``translate.citations``). A search that fails is told to the model: the
-response goes on.
+response goes on; so does a page that cannot be read.
 """
 
 from __future__ import annotations
@@ -29,12 +30,23 @@ from responses_api.catalogue.web_search import (
 )
 from responses_api.pipeline.hosted import counted
 from responses_api.pipeline.mcp_calls import Offer
+from responses_api.pipeline.web_pages import (
+    KEPT,
+    Read,
+    found_text,
+    opened_text,
+    page_failed_text,
+    page_functions,
+    read_page,
+)
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import ApiError
 from responses_api.protocol.tools import HostedTool
 from responses_api.translate.citations import Source, annotator
 from responses_api.translate.hosted_calls import (
+    WEB_KINDS,
     call_done,
+    page_arguments,
     pending_calls,
     search_failed_text,
     search_results_text,
@@ -72,10 +84,12 @@ class WebSearch:
     types: frozenset[str] = WEB_SEARCH_TYPES
     sources: list[Source] = field(default_factory=list)
     told: dict[str, str] = field(default_factory=dict)
+    # The pages read, by URL, for a later find_in_page.
+    pages: dict[str, Read] = field(default_factory=dict)
 
     def functions(self) -> list[HostedFunction]:
         ref = ToolRef(kind="web_search", name="web_search", item=("web_search_call", "ws"))
-        return [HostedFunction(ref, DESCRIPTION, PARAMETERS)]
+        return [HostedFunction(ref, DESCRIPTION, PARAMETERS), *page_functions()]
 
     def opening(self, translator: StreamTranslator) -> list[dict[str, Any]]:
         return []
@@ -84,7 +98,7 @@ class WebSearch:
         return [
             item
             for item in pending_calls(translator.items)
-            if item.ref is not None and item.ref.kind == "web_search"
+            if item.ref is not None and item.ref.kind in WEB_KINDS
         ]
 
     async def close(self) -> None:
@@ -94,7 +108,10 @@ class WebSearch:
         return self.told
 
     def refuse(self, item: Item, error: str) -> list[dict[str, Any]]:
-        self.told[item.item_id] = search_failed_text(web_search_query(item), error)
+        if item.ref is not None and item.ref.kind != "web_search":
+            self.told[item.item_id] = page_failed_text(page_arguments(item)[0], error)
+        else:
+            self.told[item.item_id] = search_failed_text(web_search_query(item), error)
         return call_done(item, failed=True)
 
     async def run(
@@ -105,12 +122,14 @@ class WebSearch:
     async def _run(
         self, translator: StreamTranslator, item: Item, deadline: float
     ) -> list[dict[str, Any]]:
-        query = web_search_query(item).strip()
         left = deadline - time.monotonic()
-        if not query:
-            return self.refuse(item, "The search had no query.")
         if left <= 0:
             return self.refuse(item, "The response's time for tool calls is over.")
+        if item.ref is not None and item.ref.kind != "web_search":
+            return await self._read(translator, item, left)
+        query = web_search_query(item).strip()
+        if not query:
+            return self.refuse(item, "The search had no query.")
         found, error = await self._search(
             query, min(left, settings.SWITCHYARD_WEB_SEARCH_TIMEOUT_SECONDS)
         )
@@ -126,6 +145,43 @@ class WebSearch:
         if self.show_sources:
             extra["sources"] = [{"type": "url", "url": s.url} for s in sources]
         return call_done(item, failed=False, extra=extra)
+
+    async def _read(
+        self, translator: StreamTranslator, item: Item, left: float
+    ) -> list[dict[str, Any]]:
+        """An ``open_page`` or ``find_in_page`` (``pipeline.web_pages``)."""
+        url, pattern = page_arguments(item)
+        finding = item.ref is not None and item.ref.kind == "find_in_page"
+        if not url:
+            return self.refuse(item, "The call named no URL.")
+        if finding and not pattern.strip():
+            return self.refuse(item, "The call named no text to find.")
+        read = self.pages.get(url)
+        if read is None:
+            got = await read_page(
+                url,
+                self.binding,
+                self.wanted,
+                within=min(left, settings.SWITCHYARD_WEB_SEARCH_TIMEOUT_SECONDS),
+                max_bytes=settings.SWITCHYARD_WEB_PAGE_BYTES,
+            )
+            if isinstance(got, str):
+                return self.refuse(item, got)
+            read = got
+            if len(self.pages) < KEPT:
+                self.pages[url] = read
+        number = next((n for n, s in enumerate(self.sources, 1) if s.url == url), 0)
+        if not number:
+            self.sources.append(Source(url, read.title, read.text[: self.wanted.snippet_chars]))
+            number = len(self.sources)
+            translator.closing.annotate = annotator(self.sources)
+        chars = self.wanted.page_chars
+        self.told[item.item_id] = (
+            found_text(read, pattern, number, chars)
+            if finding
+            else opened_text(read, number, chars)
+        )
+        return call_done(item, failed=False)
 
     async def _search(self, query: str, within: float) -> tuple[tuple[Found, ...], str | None]:
         from responses_api.tools.web_search import Query, SearchApi, results_of_text, search

@@ -11,7 +11,8 @@ response is annotated over the marker itself (``[2]`` in ``… in 1889 [2].``),
 and so is each source's URL written out in full. ``[1, 3]`` and ``[1][3]``
 cite both. Indexes count characters (code points) of the text, as Python
 strings do. A number that is no source, or a URL that no search returned,
-is left alone: a citation always points at a page a search found.
+is left alone: a citation always points at a page a search found or the
+model read (``open_page``, ``find_in_page``: numbered in the same sequence).
 
 Pure: no I/O.
 """
@@ -30,7 +31,8 @@ _MARKER = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """A page a search of this response returned: ``[n]`` is ``sources[n - 1]``."""
+    """A page a search of this response returned, or one it read:
+    ``[n]`` is ``sources[n - 1]``."""
 
     url: str
     title: str

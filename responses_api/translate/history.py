@@ -39,7 +39,7 @@ from responses_api.protocol.items import (
 from responses_api.protocol.tools import Tool
 from responses_api.translate.content import text_of, user_content
 from responses_api.translate.file_search_calls import files_searched_again
-from responses_api.translate.hosted_calls import searched_again
+from responses_api.translate.hosted_calls import replayed_kind, searched_again
 from responses_api.translate.messages import ChatMessages
 from responses_api.translate.sealing import ReasoningSeal, SealBroken
 from responses_api.translate.tool_turns import mcp_output_text
@@ -139,7 +139,8 @@ def add_item(
     elif isinstance(item, HostedItem):
         search = None
         if isinstance(item, WebSearchCallItem):
-            search, again = tools.hosted_name("web_search"), searched_again
+            search = tools.hosted_name(replayed_kind(item.model_dump()))
+            again = searched_again
         elif isinstance(item, FileSearchCallItem):
             search, again = tools.hosted_name("file_search"), files_searched_again
         if search is not None:

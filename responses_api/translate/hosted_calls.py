@@ -107,16 +107,57 @@ def _search_ended(item: Item, status: str) -> list[Event]:
     return [{"type": "response.web_search_call.completed", **_base(item)}]
 
 
+def page_arguments(item: Item) -> tuple[str, str]:
+    """The ``url`` and ``pattern`` an ``open_page`` or ``find_in_page``
+    call asked for ("" where it gave none)."""
+    arguments = json_or_raw("".join(item.text))
+    if not isinstance(arguments, dict):
+        return "", ""
+    url, pattern = arguments.get("url"), arguments.get("pattern")
+    return (
+        url.strip() if isinstance(url, str) else "",
+        pattern if isinstance(pattern, str) else "",
+    )
+
+
+def _page_added(item: Item) -> dict[str, Any]:
+    assert item.ref is not None
+    return {**_search_added(item), "action": {"type": item.ref.kind}}
+
+
+def _page_closed(item: Item) -> list[Event]:
+    assert item.ref is not None
+    url, pattern = page_arguments(item)
+    action: dict[str, Any] = {"type": item.ref.kind, "url": url}
+    if item.ref.kind == "find_in_page":
+        action["pattern"] = pattern
+    item.done_item = {**_search_added(item), "status": "searching", "action": action}
+    return [{"type": "response.web_search_call.searching", **_base(item)}]
+
+
+def _page_done(item: Item, status: str, extra: dict[str, Any]) -> dict[str, Any]:
+    assert item.done_item is not None
+    return {**item.done_item, "status": status}
+
+
+_SEARCH = CallShape(
+    "web_search_call",
+    "ws",
+    _search_added,
+    _search_opened,
+    _search_closed,
+    _search_done,
+    _search_ended,
+)
+# ``open_page`` and ``find_in_page``: the same item and events as a search,
+# with their own action.
+_PAGE = CallShape(
+    "web_search_call", "ws", _page_added, _search_opened, _page_closed, _page_done, _search_ended
+)
 SHAPES: dict[str, CallShape] = {
-    "web_search": CallShape(
-        "web_search_call",
-        "ws",
-        _search_added,
-        _search_opened,
-        _search_closed,
-        _search_done,
-        _search_ended,
-    ),
+    "web_search": _SEARCH,
+    "open_page": _PAGE,
+    "find_in_page": _PAGE,
     "file_search": CallShape(
         "file_search_call",
         "fs",
@@ -127,6 +168,9 @@ SHAPES: dict[str, CallShape] = {
         files_ended,
     ),
 }
+WEB_KINDS = frozenset({"web_search", "open_page", "find_in_page"})
+# An action's type, by the kind of function that makes it.
+_ACTION_KINDS = {"search": "web_search", "open_page": "open_page", "find_in_page": "find_in_page"}
 
 
 def call_done(item: Item, *, failed: bool, extra: dict[str, Any] | None = None) -> list[Event]:
@@ -186,6 +230,8 @@ def searched_again(item: dict[str, Any], index: int) -> tuple[str, str, str]:
         if isinstance(s, dict) and isinstance(s.get("url"), str)
     ]
     call_id = item.get("id") if isinstance(item.get("id"), str) else f"call_ws_{index}"
+    if action.get("type") in ("open_page", "find_in_page"):
+        return str(call_id), *_opened_again(item, action)
     if item.get("status") == "failed":
         result = f'The web search for "{query}" failed.'
     elif urls:
@@ -193,3 +239,27 @@ def searched_again(item: dict[str, Any], index: int) -> tuple[str, str, str]:
     else:
         result = f'The web search for "{query}" ran; its results are no longer available.'
     return str(call_id), orjson.dumps({"query": query}).decode(), result
+
+
+def replayed_kind(item: dict[str, Any]) -> str:
+    """The hosted kind whose function a ``web_search_call`` of an earlier
+    response was a call of (by its action's type; a search by default)."""
+    action = item.get("action")
+    kind = action.get("type") if isinstance(action, dict) else None
+    return _ACTION_KINDS.get(kind if isinstance(kind, str) else "", "web_search")
+
+
+def _opened_again(item: dict[str, Any], action: dict[str, Any]) -> tuple[str, str]:
+    """An ``open_page`` or ``find_in_page`` of an earlier response: its
+    arguments, and that what it read is gone (the item never holds it)."""
+    given = action.get("url")
+    url = given if isinstance(given, str) else ""
+    arguments: dict[str, str] = {"url": url}
+    if action.get("type") == "find_in_page":
+        pattern = action.get("pattern")
+        arguments["pattern"] = pattern if isinstance(pattern, str) else ""
+    if item.get("status") == "failed":
+        result = f"Reading {url} failed."
+    else:
+        result = f"{url} was read; open it again to read it now."
+    return orjson.dumps(arguments).decode(), result

@@ -268,7 +268,9 @@ class ChatTools:
                 if ns == label and self.refs[chat].kind == "mcp"
             ]
         elif (chat_name := self.hosted_name(_HOSTED_CHOICE.get(kind) or kind)) is not None:
-            return [chat_name]  # a hosted tool the gateway runs
+            # A hosted tool the gateway runs, with the other functions of its kind.
+            also = _HOSTED_ALSO.get(self.refs[chat_name].kind, ())
+            return [chat_name, *(c for c, ref in self.refs.items() if ref.kind in also)]
         elif kind in self.dropped:
             return []  # a hosted tool of the request: dropped, as it would be anyway
         what = f"the {kind} tool '{name}'" if isinstance(name, str) else f"a '{kind}' tool"
@@ -281,6 +283,10 @@ _HOSTED_CHOICE = {
     "web_search_preview_2025_03_11": "web_search",
     "web_search_2025_08_26": "web_search",
 }
+
+# The other functions a hosted kind offers, allowed with it: web search
+# reads the pages it found.
+_HOSTED_ALSO = {"web_search": frozenset({"open_page", "find_in_page"})}
 
 _ANY_KIND = frozenset({"function", "custom", "tool_search"})
 

@@ -27,6 +27,7 @@ def test_the_fields_shape_the_searches():
     assert search_settings(tool, 2) == SearchSettings(
         results=8,
         snippet_chars=1200,
+        page_chars=12000,
         allowed_domains=("example.com", "docs.python.org"),
         country="DE",
     )

@@ -91,3 +91,10 @@ def search_api() -> Iterator[Proc]:
     server = start_server("tests.tools.servers.search_api", "search-api", "/health")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def page_server() -> Iterator[Proc]:
+    server = start_server("tests.tools.servers.pages", "pages", "/health")
+    yield server
+    server.stop()

@@ -15,6 +15,9 @@ titles and snippets name it. A query holding one of these words misbehaves:
 - ``gzip``: a compressed answer;
 - ``failing``: a 500.
 
+A query that is a URL on 127.0.0.1 (a page of ``tests.tools.servers.pages``)
+is the first result's URL.
+
 Brave answers 401 without the key ``BRAVE_KEY``, Tavily without
 ``TAVILY_KEY``. ``GET /stats`` lists the requests seen (path, query, whether
 a key came). Usage: ``python -m tests.tools.servers.search_api PORT``.
@@ -36,6 +39,13 @@ seen: list[dict[str, object]] = []
 
 def results_for(query: str) -> list[dict[str, str]]:
     slug = re.sub(r"[^a-z0-9]+", "-", query.lower()).strip("-")[:60] or "nothing"
+    rows = _example_results(query, slug)
+    if query.startswith("http://127.0.0.1:"):  # a page of the tests' page server
+        rows[0] = {**rows[0], "url": query}
+    return rows
+
+
+def _example_results(query: str, slug: str) -> list[dict[str, str]]:
     return [
         {
             "title": f"{query} - Encyclopedia",
