@@ -246,3 +246,37 @@ def test_long_modules_and_classes_with_many_attributes_are_reported(tmp_path):
         "responses_api/long.py: 401 lines (at most 400)",
         "responses_api/wide.py:1: class Wide has 21 attributes (at most 20)",
     ]
+
+
+def test_a_web_process_loads_no_feature_library_until_a_feature_is_used():
+    """What a plain request never needs stays out of a web process's memory
+    (``make bench`` measures its RSS): numpy and the vector index
+    (vector stores), the PDF reader, the MCP SDK, the tokenizer, the
+    template engine and the KV-event subscriber (precise routing), the S3
+    client (files in a bucket)."""
+    libraries = (
+        "numpy",
+        "usearch",
+        "pypdf",
+        "mcp",
+        "tokenizers",
+        "jinja2",
+        "zmq",
+        "msgpack",
+        "boto3",
+        "storages",
+    )
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, django; django.setup(); import config.asgi; "
+            f"print(sorted(m for m in {libraries!r} if m in sys.modules))",
+        ],
+        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert loaded.stdout.strip() == "[]", (loaded.stdout, loaded.stderr[-2000:])

@@ -42,7 +42,6 @@ from pydantic_core import to_json
 
 from responses_api.backends import scoring
 from responses_api.backends.prefix_index import PromptBlocks, record_commands
-from responses_api.backends.prompt_tokens import held_by
 from responses_api.backends.routing_state import (
     LocalState,
     RedisState,
@@ -249,6 +248,9 @@ class Router:
             observed = await state.observe(routes, affinity, prompt)
             if any(r.backend.kv_events_endpoint for r in routes):
                 # Tokenizing a long prompt takes milliseconds: off the loop.
+                # The tokenizer and the event subscriber load with the first precise backend.
+                from responses_api.backends.prompt_tokens import held_by
+
                 precise = await asyncio.to_thread(held_by, routes, prompt)
                 observed = dataclasses.replace(observed, precise=precise)
             total = len(prompt.hashes) if prompt is not None else 0

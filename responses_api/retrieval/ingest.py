@@ -13,9 +13,8 @@ import functools
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 
@@ -31,6 +30,9 @@ from responses_api.retrieval.stores import (
 )
 from responses_api.retrieval.terms import index_terms
 from responses_api.runtime import secrets
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +114,8 @@ def vector_store_file_process(
     )
     if found.status != VectorStoreFile.Status.IN_PROGRESS:
         return found
+    import numpy as np  # loaded by the processes that ingest, not by every web process
+
     try:
         text = extract_text(content, found.filename)
         static = found.chunking_strategy["static"]
@@ -162,6 +166,8 @@ def vector_store_file_process(
 def embed_all(texts: list[str], embed: Embed) -> np.ndarray:
     """Every text's embedding, float32, checked: as many as texts, one
     width, finite numbers."""
+    import numpy as np
+
     out: list[np.ndarray] = []
     for start in range(0, len(texts), EMBED_BATCH):
         batch = texts[start : start + EMBED_BATCH]

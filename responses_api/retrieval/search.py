@@ -19,15 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from responses_api.models import Chunk, VectorStoreFile
 from responses_api.retrieval import keyword
 from responses_api.retrieval.errors import InvalidParameter
 from responses_api.retrieval.filters import filter_parse
 from responses_api.retrieval.stores import vector_store_get, vector_store_touch
 from responses_api.retrieval.terms import query_terms, rewrite
-from responses_api.retrieval.vectors import indexes
 from responses_api.runtime import secrets
 
 Embed = Callable[[list[str]], Sequence[Sequence[float]]]
@@ -131,6 +128,11 @@ def fused(rankings: list[list[tuple[int, float]]]) -> list[tuple[int, float]]:
 def _nearest(
     store: Any, text: str, embed: Embed, wanted: int, allowed: list[int] | None
 ) -> list[tuple[int, float]]:
+    # numpy and the vector index load only in a process that searches vectors.
+    import numpy as np
+
+    from responses_api.retrieval.vectors import indexes
+
     vector = np.asarray(embed([text]), dtype=np.float32)
     if vector.shape != (1, store.dimensions) or not np.isfinite(vector).all():
         raise InvalidParameter(

@@ -15,7 +15,6 @@ from django.utils import timezone
 
 from responses_api.models import Chunk, ServedModel, VectorStore, VectorStoreFile
 from responses_api.retrieval.errors import InvalidParameter, NotFound
-from responses_api.retrieval.vectors import indexes
 from responses_api.runtime import secrets
 
 MAX_ATTRIBUTES = 16
@@ -139,7 +138,7 @@ def vector_store_delete(*, organisation_id: int, store_id: str) -> None:
         Chunk.objects.filter(store_id=store.id).delete()
         VectorStoreFile.objects.filter(store_id=store.id).delete()
         store.delete()
-    indexes.forget(store_id)
+    _forget(store_id)
 
 
 def file_counts(store: VectorStore) -> dict[str, int]:
@@ -284,7 +283,7 @@ def vector_stores_purge(*, batch: int = 100) -> int:
                 Chunk.objects.filter(store_id=store_id).delete()
                 VectorStoreFile.objects.filter(store_id=store_id).delete()
                 VectorStore.objects.filter(id=store_id, organisation_id=organisation_id).delete()
-            indexes.forget(store_id)
+            _forget(store_id)
         purged += len(expired)
         if len(expired) < batch:
             return purged
@@ -309,3 +308,11 @@ def vector_store_file_texts(*, organisation_id: int, store_id: str, file_id: str
     )
     chunks = Chunk.objects.filter(file_id=found.pk).order_by("position")
     return [secrets.decrypt(text) for text in chunks.values_list("text", flat=True)]
+
+
+def _forget(store_id: str) -> None:
+    """Drop the store's vectors from this process's index cache. Imported
+    here: numpy and the index load only in a process that searches."""
+    from responses_api.retrieval.vectors import indexes
+
+    indexes.forget(store_id)
