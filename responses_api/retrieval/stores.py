@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, F, Sum
+from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from responses_api.models import Chunk, ServedModel, VectorStore, VectorStoreFile
@@ -116,7 +116,10 @@ def vector_store_get(*, organisation_id: int, store_id: str) -> VectorStore:
 
 
 def vector_store_list(*, organisation_id: int) -> Any:
-    return VectorStore.objects.filter(organisation_id=organisation_id)
+    """The organisation's unexpired stores (an expired one is gone for it,
+    as for :func:`vector_store_get`, until the purge deletes it)."""
+    live = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    return VectorStore.objects.filter(live, organisation_id=organisation_id)
 
 
 def vector_store_touch(store: VectorStore) -> None:

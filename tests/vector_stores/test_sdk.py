@@ -59,6 +59,8 @@ def test_batches_attributes_filters_and_lists(acme):
     )
     assert batch.object == "vector_store.files_batch"
     assert batch.status == "completed" and batch.file_counts.completed == 2
+    fetched = acme.vector_stores.file_batches.retrieve(batch.id, vector_store_id=store.id)
+    assert fetched.model_dump() == batch.model_dump()
     files = list(acme.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id))
     assert len(files) == 2
     first, second = sorted(files, key=lambda f: f.id)
@@ -167,3 +169,21 @@ def test_malformed_requests_are_400s_naming_the_parameter(acme):
         error = refused.value.response.json()["error"]
         assert error["param"] is not None and error["param"].startswith(param), error
         assert refused.value.response.headers.get("x-request-id")
+
+
+def test_a_cancelled_batch_stays_cancelled(acme):
+    store = acme.vector_stores.create()
+    uploaded = [
+        acme.files.create(file=doc(f"{i}.txt", POLICY), purpose="assistants") for i in range(3)
+    ]
+    batch = acme.vector_stores.file_batches.create(
+        store.id, files=[{"file_id": f.id, "attributes": {"n": i}} for i, f in enumerate(uploaded)]
+    )
+    assert batch.file_counts.total == 3
+    cancelled = acme.vector_stores.file_batches.cancel(batch.id, vector_store_id=store.id)
+    assert cancelled.status == "cancelled"
+    files = acme.vector_stores.files.list(vector_store_id=store.id, order="asc").data
+    assert {f.status for f in files} <= {"cancelled", "completed"}
+    assert sorted(f.attributes["n"] for f in files) == [0, 1, 2]
+    with pytest.raises(openai.NotFoundError):
+        acme.vector_stores.file_batches.retrieve("vsfb_missing", vector_store_id=store.id)

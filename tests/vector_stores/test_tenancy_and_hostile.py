@@ -115,6 +115,19 @@ def test_each_request_leaves_one_row(acme, tenants):
         (f"/vector_stores/{store.id}", 200),
         ("/vector_stores/vs_missing", 404),
     ]
+    # A search of a store with vectors: its own row, and its query's embedding.
+    acme.vector_stores.files.upload_and_poll(
+        vector_store_id=store.id, file=doc("r.txt", TEXT), poll_interval_ms=100
+    )
+    before = {r.pk for r in usage_rows(organisation=org)}
+    acme.vector_stores.search(store.id, query="revenue")
+
+    def keyed_rows():
+        rows = usage_rows(organisation=org, api_key__isnull=False)
+        return [r for r in rows if r.pk not in before and "/files" not in r.endpoint]
+
+    new = wait_for(lambda: (n := keyed_rows()) and len(n) >= 2 and n)
+    assert sorted(r.endpoint for r in new) == ["/embeddings", f"/vector_stores/{store.id}/search"]
 
 
 def test_deleting_a_file_of_the_files_api_takes_it_out_of_its_stores(acme):
