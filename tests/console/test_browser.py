@@ -291,6 +291,7 @@ def _every_page(tenant, crew) -> dict[str, list[tuple[str, str]]]:
     from responses_api.catalogue.services.mcp_servers import mcp_server_create
     from responses_api.files.service import file_create
     from responses_api.models import UsageLog
+    from responses_api.retrieval.stores import vector_store_create
     from responses_api.usage.deadletters import Refusal, deadletters_add
 
     _busy_log(tenant)
@@ -324,6 +325,9 @@ def _every_page(tenant, crew) -> dict[str, list[tuple[str, str]]]:
         label="a-registered-server-with-a-long-label",
         server_url="https://tools.example.com/a/rather/long/path/to/the/mcp/endpoint/of/a/team",
     )
+    store = vector_store_create(
+        organisation_id=organisation.id, name="handbooks of the regional sales teams, 2026 edition"
+    )
     file_create(
         organisation_id=organisation.id,
         filename="quarterly-report-of-the-regional-sales-team-with-a-long-name.csv",
@@ -349,6 +353,8 @@ def _every_page(tenant, crew) -> dict[str, list[tuple[str, str]]]:
             ("model-create", "models/new/"),
             ("model-edit", f"models/{tenant.model.id}/"),
             ("files", "files/"),
+            ("vector-stores", "vector-stores/"),
+            ("vector-store", f"vector-stores/{store.id}/"),
             ("mcp-servers", "mcp-servers/"),
             ("mcp-server-create", "mcp-servers/new/"),
             ("mcp-server-edit", f"mcp-servers/{server.id}/edit/"),
