@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from responses_api.access.auth import Caller
-from responses_api.pipeline.hosted import counted
+from responses_api.pipeline.hosted import Searching
 from responses_api.pipeline.vector_search import search_stores
 from responses_api.protocol.body import CreateResponse
 from responses_api.protocol.errors import ApiError, invalid
@@ -42,7 +42,7 @@ from responses_api.translate.stream import StreamTranslator
 from responses_api.translate.tools import HostedFunction, ToolRef
 
 if TYPE_CHECKING:
-    from responses_api.pipeline.exchange import Exchange
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class FileSearchSettings:
 
 
 @dataclass(slots=True)
-class FileSearch:
+class FileSearch(Searching):
     """The request's ``file_search`` tool, over the organisation's stores."""
 
     caller: Caller
@@ -96,20 +96,9 @@ class FileSearch:
             if item.ref is not None and item.ref.kind == "file_search"
         ]
 
-    async def close(self) -> None:
-        pass  # each search is a request of its own
-
-    def results(self) -> dict[str, str]:
-        return self.told
-
     def refuse(self, item: Item, error: str) -> list[dict[str, Any]]:
         self.told[item.item_id] = file_search_failed_text(file_search_queries(item), error)
         return call_done(item, failed=True)
-
-    async def run(
-        self, exchange: Exchange, translator: StreamTranslator, item: Item, deadline: float
-    ) -> list[dict[str, Any]]:
-        return await counted(exchange, item, self._run(translator, item, deadline))
 
     async def _run(
         self, translator: StreamTranslator, item: Item, deadline: float

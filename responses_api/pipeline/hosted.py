@@ -163,3 +163,27 @@ def _ran(
     exchange.tool_ran(
         failed=done.get("status") == "failed", ms=(time.perf_counter() - started) * 1000, call=call
     )
+
+
+class Searching:
+    """What the kinds that search (the web, the organisation's files) share:
+    each call is a request of its own, so nothing stays open to close, and
+    what the model reads of a call is kept by its item's id. A kind writes
+    ``_run``; running it here counts it on the row."""
+
+    __slots__ = ()
+    told: dict[str, str]
+
+    async def close(self) -> None:
+        pass
+
+    def results(self) -> dict[str, str]:
+        return self.told
+
+    async def run(
+        self, exchange: Exchange, translator: StreamTranslator, item: Item, deadline: float
+    ) -> Events:
+        return await counted(exchange, item, self._run(translator, item, deadline))
+
+    async def _run(self, translator: StreamTranslator, item: Item, deadline: float) -> Events:
+        raise NotImplementedError

@@ -28,7 +28,7 @@ from responses_api.catalogue.web_search import (
     WebSearchBinding,
     search_settings,
 )
-from responses_api.pipeline.hosted import counted
+from responses_api.pipeline.hosted import Searching
 from responses_api.pipeline.mcp_calls import Offer
 from responses_api.pipeline.web_pages import (
     KEPT,
@@ -57,7 +57,6 @@ from responses_api.translate.stream import StreamTranslator
 from responses_api.translate.tools import HostedFunction, ToolRef
 
 if TYPE_CHECKING:
-    from responses_api.pipeline.exchange import Exchange
     from responses_api.tools.web_search import Found
 
 SOURCES_INCLUDE = "web_search_call.action.sources"
@@ -73,7 +72,7 @@ PARAMETERS = {
 
 
 @dataclass(slots=True)
-class WebSearch:
+class WebSearch(Searching):
     """The request's ``web_search`` tool, bound to the organisation's provider."""
 
     binding: WebSearchBinding
@@ -101,23 +100,12 @@ class WebSearch:
             if item.ref is not None and item.ref.kind in WEB_KINDS
         ]
 
-    async def close(self) -> None:
-        pass  # each search is a request of its own
-
-    def results(self) -> dict[str, str]:
-        return self.told
-
     def refuse(self, item: Item, error: str) -> list[dict[str, Any]]:
         if item.ref is not None and item.ref.kind != "web_search":
             self.told[item.item_id] = page_failed_text(page_arguments(item)[0], error)
         else:
             self.told[item.item_id] = search_failed_text(web_search_query(item), error)
         return call_done(item, failed=True)
-
-    async def run(
-        self, exchange: Exchange, translator: StreamTranslator, item: Item, deadline: float
-    ) -> list[dict[str, Any]]:
-        return await counted(exchange, item, self._run(translator, item, deadline))
 
     async def _run(
         self, translator: StreamTranslator, item: Item, deadline: float
