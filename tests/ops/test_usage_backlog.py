@@ -68,8 +68,10 @@ class Server:
         return answer
 
 
-def _refused_past_the_bound(server: Server) -> httpx.Response:
-    full = server.ask()
+def _refused_past_the_bound(server: Server, full: httpx.Response | None = None) -> httpx.Response:
+    """The next answer (or ``full``, already had): the refusal of a process
+    holding as many rows as it may."""
+    full = full if full is not None else server.ask()
     assert full.status_code == 503, full.text
     error = full.json()["error"]
     assert error["code"] == "unavailable"
@@ -131,9 +133,14 @@ def test_embedded_with_the_database_down_requests_are_served_up_to_the_bound(pro
             assert server.ask().status_code == 200
             wait_rows(1, organisation=acme.organisation)
             database.cut()
-            served = [server.ask() for _ in range(PENDING_MAX)]
-            assert [answer.status_code for answer in served] == [200] * PENDING_MAX
-            full = _refused_past_the_bound(server)
+            served = []
+            while len(served) < PENDING_MAX and (answer := server.ask()).status_code == 200:
+                served.append(answer)
+            # The first row's commit may have been seen here before its
+            # writer had the answer: the cut loses that answer, and the row
+            # is held again (its insert is idempotent), taking one place.
+            assert len(served) >= PENDING_MAX - 1, [a.text for a in server.answered]
+            full = _refused_past_the_bound(server, answer if len(served) < PENDING_MAX else None)
 
             database.restore()
             ids = _rows_of([server.answered[0], *served], acme.organisation)
