@@ -4,6 +4,7 @@ models, offline after two consecutive failures once the process is gone."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 
 import httpx
 import pytest
@@ -117,8 +118,11 @@ def test_a_health_check_reads_the_servers_slots_as_its_load(llama_paths):
             )
             wait_for(lambda: backend_check(backend=backend).signals == Signals(0, 0.5), timeout=30)
             assert kept_signals(str(backend.id)) == Signals(0, 0.5)
-            assert busy.result().status_code == 200
-        server.kill()
+            assert not busy.done()  # still generating when it was seen busy
+            # Killed mid-generation: the story's end is not worth the wait.
+            server.kill()
+            with contextlib.suppress(httpx.HTTPError):
+                busy.result()
         for _ in range(FAILURES_TO_OFFLINE):
             backend_check(backend=backend)
         # Offline: what it said of itself is forgotten.
