@@ -69,7 +69,10 @@ def start_llama_server(paths: tuple[Path, Path], *args: str) -> LlamaServer:
             str(binary),
             *("-m", str(model), "-a", UPSTREAM_MODEL),
             *("--host", "127.0.0.1", "--port", str(port)),
-            *("-t", "2", "--jinja", "--no-webui"),
+            # One thread: ggml's threads spin at each step's barrier, and
+            # beside the suite's other workers a second thread waits for a
+            # core at every token (the tiny model gains nothing from it).
+            *("-t", "1", "--jinja", "--no-webui"),
             *args,
         ],
         stdout=log.open("w"),
