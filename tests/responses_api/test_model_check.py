@@ -15,7 +15,7 @@ from responses_api.catalogue import catalog
 from responses_api.checks.capabilities import NAMES
 from responses_api.checks.model_check import run_check
 from responses_api.models import ModelCheck, UsageLog
-from tests.conftest import Proc, start_simulator
+from tests.conftest import Proc, start_simulator, wait_for
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -65,8 +65,14 @@ def test_every_capability_passes_against_the_simulator(provision, sim_windowed):
     # Its own key, revoked after; every row it left is marked as a check.
     key = ApiKey.objects.get(name="model check")
     assert key.revoked_at is not None
-    rows = list(UsageLog.objects.filter(api_key=key))
-    assert rows and all(r.is_check for r in rows)
+
+    # Rows are written after their answers: wait for the last ending's.
+    def rows_of_every_ending():
+        rows = list(UsageLog.objects.filter(api_key=key))
+        return rows if {r.status for r in rows} >= {200, 400, 499} else None
+
+    rows = wait_for(rows_of_every_ending, timeout=30)
+    assert all(r.is_check for r in rows)
     assert sorted({r.status for r in rows}) == [200, 400, 499]
     # The organisation's own key's rows are not checks.
     assert not UsageLog.objects.filter(is_check=False, api_key=key).exists()
