@@ -70,6 +70,8 @@ async def end_exchange(
         await responder.error(error)
     elif reply is not None and reply.content is not None:
         await responder.raw(reply.status, reply.content, reply.media_type)
+    elif reply is not None and reply.stream is not None:
+        await responder.raw_stream(reply.status, reply.stream, reply.length, reply.media_type)
     elif reply is not None:
         await responder.json(reply.status, orjson.dumps(reply.payload))
     else:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from responses_api.pipeline.exchange import Exchange
 from responses_api.pipeline.writers import EventWriter
 from responses_api.protocol.errors import ApiError
+
+log = logging.getLogger("switchyard.requests")
 
 Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 JSON = b"application/json"
@@ -52,20 +55,46 @@ class Responder:
         self.finished = True
         await self._send({"type": "http.response.body", "body": body})
 
-    async def raw(self, status: int, body: bytes, media_type: bytes) -> None:
-        """Bytes as they are (a file's content), never sniffed as another type."""
-        headers = [
+    def _raw_headers(self, length: int, media_type: bytes) -> list[tuple[bytes, bytes]]:
+        return [
             (b"content-type", media_type),
-            (b"content-length", b"%d" % len(body)),
+            (b"content-length", b"%d" % length),
             (b"x-content-type-options", b"nosniff"),
             # A download, never a page of this origin (an uploaded .html file).
             (b"content-disposition", b"attachment"),
             *self.base_headers(),
         ]
+
+    async def raw(self, status: int, body: bytes, media_type: bytes) -> None:
+        """Bytes as they are (a file's content), never sniffed as another type."""
+        headers = self._raw_headers(len(body), media_type)
         self.started = True
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
         self.finished = True
         await self._send({"type": "http.response.body", "body": body})
+
+    async def raw_stream(
+        self, status: int, chunks: AsyncIterator[bytes], length: int, media_type: bytes
+    ) -> None:
+        """As :meth:`raw`, ``length`` bytes written as ``chunks`` gives them.
+
+        The status is out before the last chunk is known good: when
+        ``chunks`` fails part way (content that stops opening), the body
+        ends there, short of its ``Content-Length``, so that no client
+        takes it for the whole file; the failure is logged."""
+        headers = self._raw_headers(length, media_type)
+        self.started = True
+        await self._send({"type": "http.response.start", "status": status, "headers": headers})
+        try:
+            async for chunk in chunks:
+                await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except Exception:
+            log.exception("request %s: its content stopped part way", self.exchange.request_id)
+        finally:
+            if isinstance(chunks, AsyncGenerator):
+                await chunks.aclose()
+        self.finished = True
+        await self._send({"type": "http.response.body", "body": b""})
 
     async def error(self, error: ApiError) -> None:
         await self.json(error.status, error.to_bytes(), error.headers)
