@@ -55,34 +55,37 @@ class Responder:
         self.finished = True
         await self._send({"type": "http.response.body", "body": body})
 
-    def _raw_headers(self, length: int, media_type: bytes) -> list[tuple[bytes, bytes]]:
-        return [
-            (b"content-type", media_type),
-            (b"content-length", b"%d" % length),
-            (b"x-content-type-options", b"nosniff"),
+    def _raw_headers(
+        self, length: int | None, media_type: bytes, *, attachment: bool = True
+    ) -> list[tuple[bytes, bytes]]:
+        headers = [(b"content-type", media_type)]
+        if length is not None:
+            headers.append((b"content-length", b"%d" % length))
+        if attachment:
+            headers.append((b"x-content-type-options", b"nosniff"))
             # A download, never a page of this origin (an uploaded .html file).
-            (b"content-disposition", b"attachment"),
-            *self.base_headers(),
-        ]
-
-    async def raw(self, status: int, body: bytes, media_type: bytes) -> None:
-        """Bytes as they are (a file's content), never sniffed as another type."""
-        headers = self._raw_headers(len(body), media_type)
-        self.started = True
-        await self._send({"type": "http.response.start", "status": status, "headers": headers})
-        self.finished = True
-        await self._send({"type": "http.response.body", "body": body})
+            headers.append((b"content-disposition", b"attachment"))
+        return [*headers, *self.base_headers()]
 
     async def raw_stream(
-        self, status: int, chunks: AsyncIterator[bytes], length: int, media_type: bytes
+        self,
+        status: int,
+        chunks: AsyncIterator[bytes],
+        media_type: bytes,
+        *,
+        length: int | None,
+        attachment: bool,
     ) -> None:
-        """As :meth:`raw`, ``length`` bytes written as ``chunks`` gives them.
+        """Bytes as ``chunks`` gives them (a file's content), never sniffed as
+        another type: ``length`` bytes in all, or in chunked encoding when
+        it is None.
 
         The status is out before the last chunk is known good: when
         ``chunks`` fails part way (content that stops opening), the body
-        ends there, short of its ``Content-Length``, so that no client
-        takes it for the whole file; the failure is logged."""
-        headers = self._raw_headers(length, media_type)
+        ends there, short of its ``Content-Length`` (or, chunked, where no
+        complete document ends), so that no client takes it for the whole;
+        the failure is logged."""
+        headers = self._raw_headers(length, media_type, attachment=attachment)
         self.started = True
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
         try:
