@@ -196,7 +196,11 @@ async def file_content(call: Call) -> Reply:
 async def _next_frame(frames: Iterator[bytes]) -> bytes | None:
     # Off the thread Django's database work runs on: a slow bucket read
     # holds up no other request's queries.
-    return await sync_to_async(next, thread_sensitive=False)(frames, None)
+    return await sync_to_async(_following, thread_sensitive=False)(frames)
+
+
+def _following(frames: Iterator[bytes]) -> bytes | None:
+    return next(frames, None)
 
 
 async def _streamed(first: bytes | None, frames: Iterator[bytes]) -> AsyncIterator[bytes]:
