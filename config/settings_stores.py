@@ -112,6 +112,10 @@ def beat_schedule(usage_drain: float) -> dict[str, dict[str, Any]]:
             "schedule": 3600.0,
         },
         "usage-purge": {"task": "responses_api.tasks.purge_usage", "schedule": 3600.0},
+        "file-orphans-purge": {
+            "task": "responses_api.tasks.purge_file_orphans",
+            "schedule": 86400.0,
+        },
         "background-reap": {
             "task": "responses_api.tasks.reap_background_responses",
             "schedule": 15.0,

@@ -28,6 +28,11 @@ class ResponsesApiConfig(AppConfig):
         post_delete.connect(
             _detach_file, sender=FileRecord, dispatch_uid="responses_api.detach_file"
         )
+        # And its content leaves the storage, once the deletion is committed:
+        # an organisation's deletion cascades to its rows, never to storage.
+        post_delete.connect(
+            _forget_content, sender=FileRecord, dispatch_uid="responses_api.forget_content"
+        )
 
 
 def _forget_key(*, key_hash: str, **_: Any) -> None:
@@ -66,3 +71,9 @@ def _detach_file(*, instance: Any, **_: Any) -> None:
     from responses_api.retrieval.stores import file_detach
 
     file_detach(organisation_id=instance.organisation_id, file_id=instance.id)
+
+
+def _forget_content(*, instance: Any, **_: Any) -> None:
+    from responses_api.files.service import content_forget
+
+    content_forget(file_id=instance.id, name=instance.storage_name)

@@ -32,6 +32,15 @@ def purge_stored_responses() -> int:
 
 
 @shared_task
+def purge_file_orphans() -> int:
+    """Stored file content that no file row names any more (its deletion
+    failed after the row went), daily: it lists the whole storage."""
+    from responses_api.files.service import files_orphans_purge
+
+    return files_orphans_purge()
+
+
+@shared_task
 def purge_usage() -> dict[str, int]:
     """Usage rows past each organisation's retention, roll-ups past 400 days."""
     from responses_api.usage.retention import usage_purge

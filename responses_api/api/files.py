@@ -8,6 +8,7 @@ the per-file cap and what is left of the organisation's quota.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -16,8 +17,8 @@ from django.conf import settings
 
 from accounts.models import Organisation
 from responses_api.files import selectors, service
+from responses_api.files.storage import content_frames
 from responses_api.files.upload import OVERHEAD, Upload, read_upload, too_large
-from responses_api.models import FileRecord
 from responses_api.pipeline.call import Call, Reply
 from responses_api.protocol.errors import ApiError, invalid
 
@@ -168,21 +169,51 @@ async def retrieve_file(call: Call) -> Reply:
     return Reply(selectors.file_object(record))
 
 
-def _content(organisation_id: int, file_id: str) -> tuple[str, bytes] | None:
-    try:
-        record, content = selectors.file_content_for(organisation_id, file_id)
-    except FileRecord.DoesNotExist:
-        return None
-    return record.content_type, content
-
-
 async def file_content(call: Call) -> Reply:
+    """The file's content, streamed frame by frame: memory stays at one
+    frame whatever the file's size. The first frame is opened before the
+    status goes out, so content that does not open at all (another key, a
+    moved or emptied object) is an error, never a 200; a later frame that
+    fails ends the body short (``Responder.raw_stream``)."""
     file_id = call.params["file_id"]
-    found = await sync_to_async(_content)(_organisation_id(call), file_id)
-    if found is None:
+    record = await sync_to_async(selectors.file_get)(
+        organisation_id=_organisation_id(call), file_id=file_id
+    )
+    if record is None:
         raise file_not_found(file_id)
-    media_type, content = found
-    return Reply({}, content=content, media_type=media_type.encode("ascii", "replace"))
+    frames = content_frames(
+        organisation_id=record.organisation_id, file_id=record.id, name=record.storage_name
+    )
+    first = await _next_frame(frames)
+    return Reply(
+        {},
+        stream=_streamed(first, frames),
+        length=record.bytes,
+        media_type=record.content_type.encode("ascii", "replace"),
+    )
+
+
+async def _next_frame(frames: Iterator[bytes]) -> bytes | None:
+    # Off the thread Django's database work runs on: a slow bucket read
+    # holds up no other request's queries.
+    return await sync_to_async(_following, thread_sensitive=False)(frames)
+
+
+def _following(frames: Iterator[bytes]) -> bytes | None:
+    return next(frames, None)
+
+
+async def _streamed(first: bytes | None, frames: Iterator[bytes]) -> AsyncIterator[bytes]:
+    try:
+        frame = first
+        while frame is not None:
+            yield frame
+            frame = await _next_frame(frames)
+    finally:
+        # Closes the stored object, also when the client went part way.
+        close = getattr(frames, "close", None)
+        if close is not None:
+            await sync_to_async(close, thread_sensitive=False)()
 
 
 async def delete_file(call: Call) -> Reply:

@@ -8,8 +8,10 @@ A file id the organisation's Files API does not have is a 404 naming
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 from django.db import transaction
 
 from responses_api.api.vector_store_common import (
@@ -29,6 +31,8 @@ from responses_api.retrieval.chunking import strategy_parse
 from responses_api.retrieval.stores import attributes_check
 
 MAX_BATCH = 2000
+# Chunks read and written at a time by the content page.
+CONTENT_BATCH = 100
 STATUSES = tuple(VectorStoreFile.Status.values)
 
 
@@ -116,17 +120,39 @@ async def delete_vector_store_file(call: Call) -> Reply:
 
 
 async def vector_store_file_content(call: Call) -> Reply:
-    texts = await domain(
-        stores.vector_store_file_texts, file_id=call.params["file_id"], **_ids(call)
+    """The file's chunks as OpenAI's content page, written as they are read,
+    :data:`CONTENT_BATCH` chunks at a time: a large file's text is never
+    held whole. Its length is not known before, so the page goes out in
+    chunked encoding; a failure part way leaves JSON that does not parse."""
+    file_pk = await domain(
+        stores.vector_store_file_pk, file_id=call.params["file_id"], **_ids(call)
+    )
+    first = await domain(
+        stores.vector_store_file_texts, file_pk=file_pk, after=-1, limit=CONTENT_BATCH
     )
     return Reply(
-        {
-            "object": "vector_store.file_content.page",
-            "data": [{"type": "text", "text": text} for text in texts],
-            "has_more": False,
-            "next_page": None,
-        }
+        {},
+        stream=_content_page(file_pk, first),
+        length=None,
+        media_type=b"application/json",
+        attachment=False,
     )
+
+
+async def _content_page(file_pk: int, first: list[tuple[int, str]]) -> AsyncIterator[bytes]:
+    yield b'{"object":"vector_store.file_content.page","data":['
+    texts, separator = first, b""
+    while texts:
+        parts = [orjson.dumps({"type": "text", "text": text}) for _, text in texts]
+        yield separator + b",".join(parts)
+        separator = b","
+        texts = await domain(
+            stores.vector_store_file_texts,
+            file_pk=file_pk,
+            after=texts[-1][0],
+            limit=CONTENT_BATCH,
+        )
+    yield b'],"has_more":false,"next_page":null}'
 
 
 # --- file batches -----------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import mimetypes
 import secrets
+import time
 from datetime import datetime, timedelta
 from typing import IO
 
@@ -14,13 +15,16 @@ from django.utils import timezone
 
 from accounts.models import Organisation
 from responses_api.files.selectors import file_get, file_quota, files_used_bytes
-from responses_api.files.storage import content_delete, content_save
+from responses_api.files.storage import content_delete, content_save, files_storage
 from responses_api.files.upload import over_quota
 from responses_api.models import FileRecord
 
 log = logging.getLogger("switchyard.files")
 
 PURGE_BATCH = 500
+# Seconds before each further attempt at a content deletion that failed.
+DROP_PAUSES = (0.2, 1.0)
+ORPHAN_GRACE = timedelta(hours=1)
 
 
 def new_file_id() -> str:
@@ -88,13 +92,64 @@ def file_delete(*, organisation_id: int, file_id: str) -> bool:
 
 
 def _remove(record: FileRecord) -> None:
-    # The row goes first: content without a row is never served, a row
-    # without content would be.
+    # The row goes; its content follows once that is committed
+    # (``content_forget``, on every FileRecord deletion).
     FileRecord.objects.filter(id=record.id).delete()
+
+
+def content_forget(*, file_id: str, name: str) -> None:
+    """Delete a deleted file's content once its row's deletion is committed:
+    however the row went (its own deletion, the purge, its organisation's
+    cascade), and never before, so that a rolled-back deletion keeps its
+    content. A storage that fails is tried again briefly, then logged: the
+    deletion itself has happened, and :func:`files_orphans_purge` removes
+    whatever content is left without a row."""
+    transaction.on_commit(lambda: _content_drop(file_id, name))
+
+
+def _content_drop(file_id: str, name: str) -> None:
+    for pause in (*DROP_PAUSES, None):
+        try:
+            content_delete(name)
+            return
+        except Exception:
+            if pause is None:
+                log.exception("file %s: its content could not be deleted", file_id)
+                return
+            time.sleep(pause)
+
+
+def files_orphans_purge(*, older_than: timedelta = ORPHAN_GRACE) -> int:
+    """Delete stored content that no file row names, stored more than
+    ``older_than`` ago (an upload stores its content just before its row);
+    how many. The sweep behind :func:`content_forget`: content whose
+    deletion failed, and content of rows deleted without their signal
+    (a raw SQL delete)."""
+    storage = files_storage()
+    cutoff = timezone.now() - older_than
+    dropped = 0
     try:
-        content_delete(record.storage_name)
-    except Exception:
-        log.exception("file %s: its content could not be deleted", record.id)
+        folders, _ = storage.listdir("")
+    except FileNotFoundError:  # a local folder nothing was stored in yet
+        return 0
+    for folder in folders:
+        _, names = storage.listdir(folder)
+        kept = set(
+            FileRecord.objects.filter(storage_name__startswith=f"{folder}/").values_list(
+                "storage_name", flat=True
+            )
+        )
+        for name in names:
+            stored = f"{folder}/{name}"
+            if stored in kept or storage.get_modified_time(stored) > cutoff:
+                continue
+            try:
+                content_delete(stored)
+            except Exception:
+                log.exception("stored content %s: could not be deleted", stored)
+                continue
+            dropped += 1
+    return dropped
 
 
 def files_purge(*, now: datetime | None = None, batch: int = PURGE_BATCH) -> int:

@@ -99,28 +99,50 @@ def content_save(*, organisation_id: int, file_id: str, plain: IO[bytes]) -> str
         return files_storage().save(f"{organisation_id}/{file_id}", File(sealed))
 
 
-def content_open(*, organisation_id: int, file_id: str, name: str) -> bytes:
-    """The plain content stored under ``name``; :class:`ContentBroken` when it does not open."""
+def content_frames(*, organisation_id: int, file_id: str, name: str) -> Iterator[bytes]:
+    """The plain content stored under ``name``, one opened frame at a time,
+    so that reading a file holds one frame (sealed and plain) whatever its
+    size. A frame is yielded only once it has opened: whatever has been
+    yielded is the file's true content, and :class:`ContentBroken` is raised
+    at the first frame that does not open (altered, cut short, moved)."""
     seal = _seal(seal_keys(), organisation_id)
     with files_storage().open(name, "rb") as stored:
-        raw = stored.read()
-    plain, offset, index = [], 0, 0
-    while offset < len(raw):
-        size = int.from_bytes(raw[offset : offset + _LENGTH], "big")
-        start = offset + _LENGTH
-        offset = start + size
-        if size == 0 or offset > len(raw):
-            raise ContentBroken(f"file {file_id}: a frame is cut short")
-        try:
-            plain.append(
-                seal.open_bytes(raw[start:offset], _context(file_id, index, offset == len(raw)))
-            )
-        except SealBroken as exc:
-            raise ContentBroken(f"file {file_id}: {exc}") from None
-        index += 1
-    if not plain:
-        raise ContentBroken(f"file {file_id}: nothing stored")
-    return b"".join(plain)
+        header, index = _read(stored, _LENGTH), 0
+        if not header:
+            raise ContentBroken(f"file {file_id}: nothing stored")
+        while header:
+            size = int.from_bytes(header, "big")
+            sealed = _read(stored, size)
+            if len(header) < _LENGTH or size == 0 or len(sealed) < size:
+                raise ContentBroken(f"file {file_id}: a frame is cut short")
+            # The length of the next frame, or nothing: whether this one is the last.
+            header = _read(stored, _LENGTH)
+            try:
+                plain = seal.open_bytes(sealed, _context(file_id, index, not header))
+            except SealBroken as exc:
+                raise ContentBroken(f"file {file_id}: {exc}") from None
+            del sealed
+            yield plain
+            index += 1
+
+
+def _read(stored: IO[bytes], size: int) -> bytes:
+    # A storage's file may answer a read with fewer bytes than asked (an S3
+    # body arrives in pieces): read until ``size`` or the end.
+    parts, left = [], size
+    while left > 0:
+        part = stored.read(left)
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def content_open(*, organisation_id: int, file_id: str, name: str) -> bytes:
+    """The plain content stored under ``name``, whole (for what parses a
+    file: inputs, ingestion); :class:`ContentBroken` when it does not open."""
+    return b"".join(content_frames(organisation_id=organisation_id, file_id=file_id, name=name))
 
 
 def content_delete(name: str) -> None:

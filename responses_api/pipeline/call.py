@@ -57,12 +57,17 @@ class Call:
 @dataclass(frozen=True, slots=True)
 class Reply:
     """A handler's JSON answer (a handler that relays an answer returns None),
-    or raw ``content`` of ``media_type`` (a file's bytes)."""
+    or a ``stream`` of ``media_type``: bytes written as they come,
+    ``length`` of them in all when known (a file's content, never held
+    whole). A stream is an ``attachment`` unless told: a download, never a
+    page of this origin."""
 
     payload: dict[str, Any]
     status: int = 200
-    content: bytes | None = None
     media_type: bytes = b""
+    stream: AsyncIterator[bytes] | None = None
+    length: int | None = None
+    attachment: bool = True
 
 
 Handler = Callable[[Call], Awaitable[Reply | None]]

@@ -68,8 +68,14 @@ async def end_exchange(
         await responder.end_stream(output.writer.encode(events))
     elif error is not None:
         await responder.error(error)
-    elif reply is not None and reply.content is not None:
-        await responder.raw(reply.status, reply.content, reply.media_type)
+    elif reply is not None and reply.stream is not None:
+        await responder.raw_stream(
+            reply.status,
+            reply.stream,
+            reply.media_type,
+            length=reply.length,
+            attachment=reply.attachment,
+        )
     elif reply is not None:
         await responder.json(reply.status, orjson.dumps(reply.payload))
     else:

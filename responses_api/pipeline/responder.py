@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from responses_api.pipeline.exchange import Exchange
 from responses_api.pipeline.writers import EventWriter
 from responses_api.protocol.errors import ApiError
+
+log = logging.getLogger("switchyard.requests")
 
 Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 JSON = b"application/json"
@@ -52,20 +55,49 @@ class Responder:
         self.finished = True
         await self._send({"type": "http.response.body", "body": body})
 
-    async def raw(self, status: int, body: bytes, media_type: bytes) -> None:
-        """Bytes as they are (a file's content), never sniffed as another type."""
-        headers = [
-            (b"content-type", media_type),
-            (b"content-length", b"%d" % len(body)),
-            (b"x-content-type-options", b"nosniff"),
+    def _raw_headers(
+        self, length: int | None, media_type: bytes, *, attachment: bool = True
+    ) -> list[tuple[bytes, bytes]]:
+        headers = [(b"content-type", media_type)]
+        if length is not None:
+            headers.append((b"content-length", b"%d" % length))
+        if attachment:
+            headers.append((b"x-content-type-options", b"nosniff"))
             # A download, never a page of this origin (an uploaded .html file).
-            (b"content-disposition", b"attachment"),
-            *self.base_headers(),
-        ]
+            headers.append((b"content-disposition", b"attachment"))
+        return [*headers, *self.base_headers()]
+
+    async def raw_stream(
+        self,
+        status: int,
+        chunks: AsyncIterator[bytes],
+        media_type: bytes,
+        *,
+        length: int | None,
+        attachment: bool,
+    ) -> None:
+        """Bytes as ``chunks`` gives them (a file's content), never sniffed as
+        another type: ``length`` bytes in all, or in chunked encoding when
+        it is None.
+
+        The status is out before the last chunk is known good: when
+        ``chunks`` fails part way (content that stops opening), the body
+        ends there, short of its ``Content-Length`` (or, chunked, where no
+        complete document ends), so that no client takes it for the whole;
+        the failure is logged."""
+        headers = self._raw_headers(length, media_type, attachment=attachment)
         self.started = True
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
+        try:
+            async for chunk in chunks:
+                await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except Exception:
+            log.exception("request %s: its content stopped part way", self.exchange.request_id)
+        finally:
+            if isinstance(chunks, AsyncGenerator):
+                await chunks.aclose()
         self.finished = True
-        await self._send({"type": "http.response.body", "body": body})
+        await self._send({"type": "http.response.body", "body": b""})
 
     async def error(self, error: ApiError) -> None:
         await self.json(error.status, error.to_bytes(), error.headers)

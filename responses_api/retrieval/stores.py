@@ -304,13 +304,25 @@ def vector_store_file_update(
     return found
 
 
-def vector_store_file_texts(*, organisation_id: int, store_id: str, file_id: str) -> list[str]:
-    """The file's chunks, decrypted, in order (empty until it is completed)."""
+def vector_store_file_pk(*, organisation_id: int, store_id: str, file_id: str) -> int:
+    """The row behind the store's file, for :func:`vector_store_file_texts`;
+    ``NotFound`` for a file the organisation's store does not have."""
     found = vector_store_file_get(
         organisation_id=organisation_id, store_id=store_id, file_id=file_id
     )
-    chunks = Chunk.objects.filter(file_id=found.pk).order_by("position")
-    return [secrets.decrypt(text) for text in chunks.values_list("text", flat=True)]
+    return found.pk
+
+
+def vector_store_file_texts(*, file_pk: int, after: int, limit: int) -> list[tuple[int, str]]:
+    """Up to ``limit`` of the file's chunks after position ``after`` (-1:
+    from the first), decrypted, in order, each with its position: read a
+    page at a time, a file's text is never held whole (empty until it is
+    completed)."""
+    chunks = Chunk.objects.filter(file_id=file_pk, position__gt=after).order_by("position")
+    return [
+        (position, secrets.decrypt(text))
+        for position, text in chunks.values_list("position", "text")[:limit]
+    ]
 
 
 def _forget(store_id: str) -> None:

@@ -97,9 +97,19 @@ def _key(organisation_id: int, secret: str) -> bytes:
 def term_key(organisation_id: int) -> bytes:
     """From the first encryption key (or SECRET_KEY when none is set), as the
     content's encryption is: whoever reads the database has neither."""
-    configured = settings.SWITCHYARD_ENCRYPTION_KEY.split(",")[0].strip()
-    secret = configured or base64.b64encode(settings.SECRET_KEY.encode()).decode()
-    return _key(organisation_id, secret)
+    return term_keys(organisation_id)[0]
+
+
+def term_keys(organisation_id: int) -> tuple[bytes, ...]:
+    """The organisation's term key under each listed encryption key, the
+    current one first: during a rotation, chunks indexed before it hold
+    hashes under a retired key until ``manage.py reindex_keywords`` has
+    rewritten them, and a query looks for both."""
+    listed = f"{settings.SWITCHYARD_ENCRYPTION_KEY},{settings.SWITCHYARD_ENCRYPTION_KEYS_OLD}"
+    secrets = [key.strip() for key in listed.split(",") if key.strip()]
+    if not settings.SWITCHYARD_ENCRYPTION_KEY.strip():
+        secrets.insert(0, base64.b64encode(settings.SECRET_KEY.encode()).decode())
+    return tuple(dict.fromkeys(_key(organisation_id, secret) for secret in secrets))
 
 
 def hashed(key: bytes, word: str) -> str:
@@ -120,7 +130,7 @@ def index_terms(organisation_id: int, text: str) -> str:
 
 
 def query_terms(organisation_id: int, query: str) -> list[str]:
-    """The distinct hashed words of a query."""
-    key = term_key(organisation_id)
+    """The distinct hashed words of a query, under the current key and then
+    under each retired one still listed (``term_keys``)."""
     distinct = list(dict.fromkeys(words(query)))[:MAX_QUERY_TERMS]
-    return [hashed(key, word) for word in distinct]
+    return [hashed(key, word) for key in term_keys(organisation_id) for word in distinct]

@@ -15,8 +15,16 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
 
+class _Ring(MultiFernet):
+    """The platform's keys; ``first`` the one that encrypts."""
+
+    def __init__(self, fernets: list[Fernet]) -> None:
+        super().__init__(fernets)
+        self.first = fernets[0]
+
+
 @functools.cache
-def _fernet() -> MultiFernet:
+def _fernet() -> _Ring:
     listed = f"{settings.SWITCHYARD_ENCRYPTION_KEY},{settings.SWITCHYARD_ENCRYPTION_KEYS_OLD}"
     keys: list[str | bytes] = [k.strip() for k in listed.split(",") if k.strip()]
     if not settings.SWITCHYARD_ENCRYPTION_KEY:
@@ -24,7 +32,7 @@ def _fernet() -> MultiFernet:
         # production sets SWITCHYARD_ENCRYPTION_KEY so SECRET_KEY can rotate.
         derived = base64.urlsafe_b64encode(hashlib.sha256(settings.SECRET_KEY.encode()).digest())
         keys.insert(0, derived)
-    return MultiFernet([Fernet(key) for key in keys])
+    return _Ring([Fernet(key) for key in keys])
 
 
 def encrypt(value: str) -> str:
@@ -54,6 +62,19 @@ def decrypt_bytes(token: str) -> bytes:
 def rotate(token: str) -> str:
     """``token`` encrypted again under the first key."""
     return _fernet().rotate(token.encode("ascii")).decode("ascii")
+
+
+def decrypt_rotating(token: str) -> tuple[bytes, str | None]:
+    """The plain bytes, and ``token`` encrypted again under the first key
+    when it was under another (None when it is current already), for what
+    rewrites stored tokens after a rotation and must not write twice.
+    Raises :class:`InvalidToken` for a token no configured key opens."""
+    raw = token.encode("ascii")
+    try:
+        return _fernet().first.decrypt(raw), None
+    except InvalidToken:
+        plain = _fernet().decrypt(raw)
+        return plain, _fernet().first.encrypt(plain).decode("ascii")
 
 
 def seal_keys() -> tuple[bytes, ...]:

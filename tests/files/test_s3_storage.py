@@ -74,3 +74,50 @@ def test_a_file_is_kept_sealed_in_the_bucket_and_deleted_with_it(s3, s3_server, 
     assert client.files.content(created.id).content == content
     client.files.delete(created.id)
     assert objects(s3) == {}
+
+
+@pytest.fixture
+def in_bucket(s3, settings):
+    settings.SWITCHYARD_FILES_STORAGE = "s3"
+    settings.SWITCHYARD_FILES_S3 = {
+        "bucket": BUCKET,
+        "endpoint_url": s3,
+        "region": "us-east-1",
+        "access_key_id": CREDENTIALS["aws_access_key_id"],
+        "secret_access_key": CREDENTIALS["aws_secret_access_key"],
+    }
+    return s3
+
+
+def test_deleting_an_organisation_deletes_its_objects(in_bucket, people, monkeypatch):
+    from datetime import timedelta
+
+    from accounts.models import Organisation
+    from responses_api.files import service
+
+    def create(organisation, content: bytes):
+        return service.file_create(
+            organisation_id=organisation.pk,
+            filename="q.txt",
+            purpose="assistants",
+            content=io.BytesIO(content),
+            size=len(content),
+        )
+
+    acme, globex = people["acme"], people["globex"]
+    create(acme, b"figures\n" * 200_000)
+    create(acme, b"more figures\n")
+    theirs = create(globex, b"their figures\n")
+    assert len(objects(in_bucket)) == 3
+    Organisation.objects.filter(pk=acme.pk).delete()
+    assert list(objects(in_bucket)) == [theirs.storage_name]
+    # The bucket refusing: the organisation goes all the same, the object
+    # stays until the sweep.
+    monkeypatch.setattr(service, "DROP_PAUSES", (0.0, 0.0))
+    monkeypatch.setattr(service, "content_delete", lambda name: 1 / 0)
+    Organisation.objects.filter(pk=globex.pk).delete()
+    assert not Organisation.objects.filter(pk=globex.pk).exists()
+    assert list(objects(in_bucket)) == [theirs.storage_name]
+    monkeypatch.undo()
+    assert service.files_orphans_purge(older_than=timedelta(0)) == 1
+    assert objects(in_bucket) == {}

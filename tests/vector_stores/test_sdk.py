@@ -187,3 +187,43 @@ def test_a_cancelled_batch_stays_cancelled(acme):
     assert sorted(f.attributes["n"] for f in files) == [0, 1, 2]
     with pytest.raises(openai.NotFoundError):
         acme.vector_stores.file_batches.retrieve("vsfb_missing", vector_store_id=store.id)
+
+
+def test_a_file_of_many_chunks_comes_back_whole_in_order(vs_server, tenants, acme):
+    """More chunks than the content page reads at a time (``CONTENT_BATCH``):
+    the page is written batch by batch, in chunked encoding."""
+    import httpx
+
+    from responses_api.api.vector_store_files import CONTENT_BATCH
+    from responses_api.models import Chunk
+
+    lines = "".join(f"Line {i} of the long report, about item number {i}.\n" for i in range(3000))
+    store = acme.vector_stores.create(name="Long")
+    added = acme.vector_stores.files.upload_and_poll(
+        vector_store_id=store.id,
+        file=doc("long.txt", lines.encode()),
+        chunking_strategy={
+            "type": "static",
+            "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 0},
+        },
+        poll_interval_ms=100,
+    )
+    assert added.status == "completed", added.last_error
+    chunks = Chunk.objects.filter(file__store_id=store.id).count()
+    assert chunks > 2 * CONTENT_BATCH
+    url = f"{vs_server.url}/v1/vector_stores/{store.id}/files/{added.id}/content"
+    headers = {"Authorization": f"Bearer {tenants[0].key}"}
+    response = httpx.get(url, headers=headers, timeout=60)
+    assert response.status_code == 200
+    assert "content-length" not in response.headers
+    assert response.headers["transfer-encoding"] == "chunked"
+    assert response.headers["content-type"] == "application/json"
+    page = response.json()
+    assert page["object"] == "vector_store.file_content.page" and not page["has_more"]
+    texts = [part["text"] for part in page["data"]]
+    assert len(texts) == chunks
+    # Chunks cut between tokens and lose their edges' blanks: the text,
+    # blanks aside, comes back whole and in order.
+    assert "".join("".join(texts).split()) == "".join(lines.split())
+    sdk_texts = acme.vector_stores.files.content(file_id=added.id, vector_store_id=store.id)
+    assert [part.text for part in sdk_texts] == texts

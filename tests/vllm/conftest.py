@@ -7,8 +7,10 @@ are skipped on a developer's machine and fail in CI (``CI`` set), where
 ``.ci/run`` installs vLLM first.
 
 vLLM takes about a minute to start and 3 GB of memory, so one server serves
-the whole run: every vLLM test lives in one module (the suite spreads modules
-over workers with ``--dist loadfile``).
+the whole run: every vLLM test of generation lives in one module (the suite
+spreads modules over workers with ``--dist loadfile``). A vLLM runs one
+runner, so embeddings (the pooling runner) have a server of their own, for
+their module only (``test_vllm_embeddings``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -77,10 +80,7 @@ def _lowest_priority() -> None:
     os.nice(19)
 
 
-@pytest.fixture(scope="session")
-def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
-    """One vLLM for the run, with prefix caching, cached-token usage and
-    hermes tool calls."""
+def _paths() -> tuple[Path, Path]:
     python = cached("VLLM_PYTHON", f"vllm-{VLLM_VERSION}", "bin", "python")
     model = shared_model(
         "SWITCHYARD_TEST_VLLM_MODEL", MODEL_DIR, lambda path: (path / "config.json").exists()
@@ -93,18 +93,15 @@ def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
         )
     if not (model / "config.json").is_file():
         missing("the test model", model, f"set SWITCHYARD_TEST_VLLM_MODEL to {MODEL_DIR}")
+    return python, model
+
+
+def start_vllm(tmp_path_factory, name: str, options: list[str], *, events: str = "") -> VllmServer:
+    """A vLLM API server on a free port serving the test model with
+    ``options``, once it answers its health check."""
+    python, model = _paths()
     port = free_port()
-    log = _log_path("vllm")
-    # An ipc:// endpoint: vLLM binds it, so every web process can connect
-    # (precise routing), and nothing listens beyond this machine.
-    events_dir = tempfile.mkdtemp(prefix="sy-kv-")
-    events = f"ipc://{events_dir}/events"
-    kv_events = {
-        "enable_kv_cache_events": True,
-        "publisher": "zmq",
-        "endpoint": events,
-        "topic": "kv",
-    }
+    log = _log_path(name)
     env = {
         **os.environ,
         "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB: the default would take a quarter of memory
@@ -112,7 +109,7 @@ def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
         # it is bound to: the suite's own processes share that core.
         "OMP_WAIT_POLICY": "PASSIVE",
         "KMP_BLOCKTIME": "0",
-        "VLLM_CACHE_ROOT": str(tmp_path_factory.mktemp("vllm-cache")),
+        "VLLM_CACHE_ROOT": str(tmp_path_factory.mktemp(f"{name}-cache")),
         "VLLM_NO_USAGE_STATS": "1",
     }
     process = subprocess.Popen(
@@ -122,10 +119,7 @@ def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
             *("--model", str(model), "--served-model-name", UPSTREAM_MODEL),
             *("--host", "127.0.0.1", "--port", str(port)),
             *("--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"),
-            *("--enable-prefix-caching", "--enable-prompt-tokens-details"),
-            *("--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
-            "--trust-request-chat-template",  # a backend's extra_body may bring one
-            *("--kv-events-config", json.dumps(kv_events)),
+            *options,
         ],
         env=env,
         stdout=log.open("w"),
@@ -140,13 +134,44 @@ def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
     server = VllmServer(
         process, root + "/v1", port, log, root=root, events=events, model=str(model)
     )
-
     try:
         wait_healthy(
             process, root, name="vLLM", output=server.output, timeout=START_TIMEOUT, interval=1.0
         )
     except WaitTimeout:
         server.stop()
+        raise
+    return server
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
+    """One vLLM for the run, with prefix caching, cached-token usage and
+    hermes tool calls."""
+    _paths()
+    # An ipc:// endpoint: vLLM binds it, so every web process can connect
+    # (precise routing), and nothing listens beyond this machine.
+    events_dir = tempfile.mkdtemp(prefix="sy-kv-")
+    events = f"ipc://{events_dir}/events"
+    kv_events = {
+        "enable_kv_cache_events": True,
+        "publisher": "zmq",
+        "endpoint": events,
+        "topic": "kv",
+    }
+    try:
+        server = start_vllm(
+            tmp_path_factory,
+            "vllm",
+            [
+                *("--enable-prefix-caching", "--enable-prompt-tokens-details"),
+                *("--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
+                "--trust-request-chat-template",  # a backend's extra_body may bring one
+                *("--kv-events-config", json.dumps(kv_events)),
+            ],
+            events=events,
+        )
+    except BaseException:
         shutil.rmtree(events_dir, ignore_errors=True)
         raise
     yield server

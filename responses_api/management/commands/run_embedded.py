@@ -42,6 +42,7 @@ EMBEDDED_JOBS = (
     "stored-responses-purge",
     "health-history-purge",
     "usage-purge",
+    "file-orphans-purge",
 )
 
 
