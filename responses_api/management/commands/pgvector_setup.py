@@ -38,4 +38,7 @@ class Command(BaseCommand):
             reason = EXPLAINED.get(outcome, f"the database is {outcome}, not PostgreSQL")
             raise CommandError(f"pgvector is not set up: {reason}.", returncode=1)
         pgvector.forget_detection()
-        self.stdout.write("pgvector is set up: vector stores are searched in PostgreSQL.")
+        self.stdout.write(
+            "pgvector is set up: with SWITCHYARD_RETRIEVAL_VECTOR_BACKEND auto or pgvector, "
+            "restarted processes search vector stores in PostgreSQL."
+        )
