@@ -130,13 +130,21 @@ def vector_text(vector: np.ndarray) -> str:
 def index_ensure(dimensions: int) -> None:
     """The HNSW index of vectors of this width, created when missing: at
     once when in a transaction (tests), otherwise ``CONCURRENTLY``, which
-    does not stop other writes. A failure is logged: the index serves
-    speed only, and searches stay exact without it."""
-    if dimensions > HNSW_MAX_DIMENSIONS:
-        return
-    if _indexed_width(dimensions):
+    does not stop other writes (it waits for the transactions open on the
+    table, and so delays the ingestion that asked, once per width). Another
+    process building it already is left to. A failure is logged: the index
+    serves speed only, and searches stay exact without it."""
+    if dimensions > HNSW_MAX_DIMENSIONS or _indexed_width(dimensions):
         return
     name = f"chunk_vector_hnsw_{dimensions}"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_progress_create_index p "
+            "JOIN pg_class c ON c.oid = p.index_relid WHERE c.relname = %s)",
+            [name],
+        )
+        if cursor.fetchone()[0]:
+            return
     create = (
         f"INDEX {{}} IF NOT EXISTS {name} ON {TABLE} USING hnsw "
         f"((embedding::vector({dimensions})) vector_cosine_ops) WHERE dimensions = {dimensions}"
@@ -265,6 +273,22 @@ def nearest(
     return _exact(store.id, text, limit, allowed)
 
 
+def approximate_sql(dimensions: int, filtered: bool) -> str:
+    """The query of :func:`_approximate`; parameters: the query vector
+    (twice), the candidates, the store, the files when ``filtered``, the
+    limit. The width is written into it, not bound: the planner must see it
+    to match the partial index's predicate."""
+    cast = f"vector({int(dimensions)})"
+    files = " AND file_id = ANY(%s)" if filtered else ""
+    return (
+        "SELECT chunk_id, 1 - distance FROM ("
+        f"SELECT chunk_id, store_id, file_id, embedding::{cast} <=> %s::{cast} AS distance "
+        f"FROM {TABLE} WHERE dimensions = {int(dimensions)} "
+        f"ORDER BY embedding::{cast} <=> %s::{cast} LIMIT %s) candidates "
+        f"WHERE store_id = %s{files} ORDER BY distance, chunk_id LIMIT %s"
+    )
+
+
 def _approximate(
     store_id: str, text: str, dimensions: int, limit: int, allowed: Sequence[int] | None
 ) -> list[tuple[int, float]]:
@@ -273,20 +297,12 @@ def _approximate(
     then the store's among them, scored exactly."""
     wanted = max(limit * 10, 100) if allowed is None else max(limit * 20, 200)
     candidates = min(wanted, MAX_CANDIDATES)
-    files = " AND file_id = ANY(%s)" if allowed is not None else ""
-    cast = f"vector({dimensions})"
-    sql = (
-        "SELECT chunk_id, 1 - distance FROM ("
-        f"SELECT chunk_id, store_id, file_id, embedding::{cast} <=> %s::{cast} AS distance "
-        f"FROM {TABLE} WHERE dimensions = %s ORDER BY embedding::{cast} <=> %s::{cast} "
-        f"LIMIT %s) candidates WHERE store_id = %s{files} ORDER BY distance, chunk_id LIMIT %s"
-    )
-    arguments: list[Any] = [text, dimensions, text, candidates, store_id]
+    arguments: list[Any] = [text, text, candidates, store_id]
     if allowed is not None:
         arguments.append(list(allowed))
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL hnsw.ef_search = {candidates}")
-        cursor.execute(sql, [*arguments, limit])
+        cursor.execute(approximate_sql(dimensions, allowed is not None), [*arguments, limit])
         return [(int(key), float(score)) for key, score in cursor.fetchall()]
 
 

@@ -188,15 +188,12 @@ def test_the_hnsw_index_answers_a_large_store_with_the_exact_results(people, mon
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
     query = pgvector.vector_text(np.ones(24, dtype=np.float32))
-    plan = "\n".join(
-        row[0]
-        for row in rows(
-            "EXPLAIN SELECT chunk_id FROM responses_api_chunk_vector WHERE dimensions = 24 "
-            "ORDER BY embedding::vector(24) <=> %s::vector(24) LIMIT 40",
-            [query],
+    for filtered in (False, True):
+        arguments = [query, query, 400, store.id, *([[1, 2]] if filtered else []), 40]
+        plan = "\n".join(
+            row[0] for row in rows("EXPLAIN " + pgvector.approximate_sql(24, filtered), arguments)
         )
-    )
-    assert "chunk_vector_hnsw_24" in plan
+        assert "Index Scan using chunk_vector_hnsw_24" in plan, plan
 
 
 def test_a_store_with_a_small_share_of_its_width_falls_back_to_exact(people, monkeypatch):
