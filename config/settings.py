@@ -262,8 +262,7 @@ fernet_refusals(
     SWITCHYARD_ENCRYPTION_KEY=SWITCHYARD_ENCRYPTION_KEY,
     SWITCHYARD_ENCRYPTION_KEYS_OLD=SWITCHYARD_ENCRYPTION_KEYS_OLD,
 )
-# Seconds an API key or a model catalogue stays in a process's cache. Bounds
-# how long a revocation takes to reach every web process.
+# Seconds an API key or model catalogue stays cached in a process: how long a revocation takes.
 SWITCHYARD_AUTH_CACHE_SECONDS = read("SWITCHYARD_AUTH_CACHE_SECONDS")
 SWITCHYARD_CATALOG_CACHE_SECONDS = read("SWITCHYARD_CATALOG_CACHE_SECONDS")
 # For tests only (tests/routing/test_limits.py); refused in production.
@@ -339,6 +338,7 @@ SWITCHYARD_RETRIEVAL_MAX_PDF_PAGES = read("SWITCHYARD_RETRIEVAL_MAX_PDF_PAGES")
 SWITCHYARD_RETRIEVAL_PARSE_SECONDS = read("SWITCHYARD_RETRIEVAL_PARSE_SECONDS")
 SWITCHYARD_RETRIEVAL_INDEX_CACHE_VECTORS = read("SWITCHYARD_RETRIEVAL_INDEX_CACHE_VECTORS")
 SWITCHYARD_RETRIEVAL_INGEST_THREADS = read("SWITCHYARD_RETRIEVAL_INGEST_THREADS")
+SWITCHYARD_RETRIEVAL_VECTOR_BACKEND = read("SWITCHYARD_RETRIEVAL_VECTOR_BACKEND")
 # After SIGTERM, in-flight exchanges finish for this long, then end (response.failed).
 SWITCHYARD_SHUTDOWN_GRACE_SECONDS = read("SWITCHYARD_SHUTDOWN_GRACE_SECONDS")
 # How long a WebSocket (WebSocket mode of /v1/responses) may stay open: then

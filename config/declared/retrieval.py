@@ -1,4 +1,4 @@
-"""Vector stores: how files are read, and the vector indexes kept in memory."""
+"""Vector stores: how files are read, and where their vectors are indexed."""
 
 from __future__ import annotations
 
@@ -38,6 +38,18 @@ SETTINGS = (
         "least recently searched store's index is dropped past it (and rebuilt from the "
         "database at its next search).",
         UPSTREAM,
+    ),
+    Setting(
+        "SWITCHYARD_RETRIEVAL_VECTOR_BACKEND",
+        "str",
+        "auto",
+        "Where vector stores' vectors are searched: `pgvector` in PostgreSQL (an HNSW index "
+        "per embedding width), `usearch` in each process's memory, or `auto`: pgvector when "
+        "the database has the extension and `manage.py migrate` (or `pgvector_setup`) has "
+        "created its tables (docs/reference/retrieval.md).",
+        UPSTREAM,
+        choices=("auto", "pgvector", "usearch"),
+        case="lower",
     ),
     Setting(
         "SWITCHYARD_RETRIEVAL_INGEST_THREADS",

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 
 from responses_api.models import Chunk, VectorStore, VectorStoreFile
+from responses_api.retrieval import pgvector
 from responses_api.retrieval.chunking import Strategy, chunk_text, strategy_parse
 from responses_api.retrieval.errors import ParseError
 from responses_api.retrieval.parsing import extract_text
@@ -140,6 +141,9 @@ def vector_store_file_process(
         for piece, vector in zip(pieces, vectors, strict=True)
     ]
     dimensions = int(vectors.shape[1]) or None
+    in_database = dimensions is not None and pgvector.in_use()
+    if in_database:
+        pgvector.index_ensure(int(vectors.shape[1]))
     with transaction.atomic():
         store = VectorStore.objects.select_for_update().filter(id=store_id).first()
         current = VectorStoreFile.objects.select_for_update().filter(pk=found.pk).first()
@@ -154,6 +158,9 @@ def vector_store_file_process(
             )
         Chunk.objects.filter(file_id=current.pk).delete()
         Chunk.objects.bulk_create(rows, batch_size=WRITE_BATCH)
+        if in_database:
+            written = [(row.id, current.pk, v) for row, v in zip(rows, vectors, strict=True)]
+            pgvector.vectors_write(store_id, written)
         current.status = VectorStoreFile.Status.COMPLETED
         current.usage_bytes = len(text.encode())
         current.save(update_fields=["status", "usage_bytes"])

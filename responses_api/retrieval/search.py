@@ -131,6 +131,7 @@ def _nearest(
     # numpy and the vector index load only in a process that searches vectors.
     import numpy as np
 
+    from responses_api.retrieval import pgvector
     from responses_api.retrieval.vectors import indexes
 
     vector = np.asarray(embed([text]), dtype=np.float32)
@@ -141,6 +142,8 @@ def _nearest(
         )
     norm = float(np.linalg.norm(vector[0]))
     query = vector[0] / (norm or 1.0)
+    if pgvector.in_use():
+        return pgvector.nearest(store, query, wanted, allowed)
     vectors = indexes.synced(store.id, store.index_version, store.dimensions)
     keys = None
     if allowed is not None:

@@ -152,3 +152,30 @@ def test_the_same_words_in_another_organisation_hash_differently(people, filled,
     from responses_api.retrieval.terms import query_terms
 
     assert query_terms(people["acme"].id, "leave") != query_terms(people["globex"].id, "leave")
+
+
+def test_asking_for_pgvector_on_a_database_without_it_searches_in_the_process(
+    people, filled, embed, caplog
+):
+    """The migration left no pgvector tables (SQLite, or a PostgreSQL that
+    does not offer the extension); the search still answers, from the
+    process's index, and the logs say why."""
+    from django.db import connection
+    from django.test import override_settings
+
+    from responses_api.retrieval import pgvector
+    from responses_api.retrieval.vectors import indexes
+
+    pgvector.forget_detection()
+    if pgvector.installed():
+        pytest.skip("The database has pgvector (tests/retrieval/test_pgvector.py covers it).")
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('responses_api_chunk_vector')")
+            assert cursor.fetchone() == (None,)
+    pgvector._warned.clear()
+    with override_settings(SWITCHYARD_RETRIEVAL_VECTOR_BACKEND="pgvector"):
+        page = search(people, filled, embed, query="How many days of annual leave?")
+    assert page["data"][0]["file_id"] == "file-leave"
+    assert filled.id in indexes.stores
+    assert "SWITCHYARD_RETRIEVAL_VECTOR_BACKEND is pgvector" in caplog.text
