@@ -26,8 +26,11 @@ run: install
 # their servers once). A third worker on two cores runs while the others
 # wait on their servers: 218 s against 240 s with two, on the embedded
 # default. PYTEST_ARGS="-n 0" runs in one process.
+# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: the suite
+# starts a hundred Python processes, and pytest rewrites every test file's
+# asserts again in each worker unless it may keep the result.
 test: install
-	$(PY) -m pytest -n 3 --dist loadfile $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n 3 --dist loadfile $(PYTEST_ARGS)
 
 # ruff, then the import rules between the apps and between the parts of
 # responses_api (scripts/check_imports.py), the size limits
