@@ -36,6 +36,17 @@ T = TypeVar("T")
 os.environ["SWITCHYARD_PASSWORD_HASHERS"] = "fast"
 settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
+# Every HTTP client the tests make (httpx's functions, the SDKs) builds an
+# SSL context. Given a bundle file (certifi's, or SSL_CERT_FILE), OpenSSL
+# parses every certificate in it each time; given the system's hashed
+# directory, it reads one only when a peer's chain needs it. The same
+# authorities are trusted either way, and the processes started below
+# inherit the choice.
+_CERTS = Path("/etc/ssl/certs")
+if (_CERTS / "ca-certificates.crt").is_file():
+    os.environ.pop("SSL_CERT_FILE", None)
+    os.environ["SSL_CERT_DIR"] = str(_CERTS)
+
 
 def worker_redis_url(url: str, worker: str) -> str:
     """The Redis database of one pytest-xdist worker (``gw0``, ``gw1``...):
