@@ -155,7 +155,13 @@ def _nearest(
 def _results(best: list[tuple[int, float]]) -> list[dict[str, Any]]:
     if not best:
         return []
-    rows = Chunk.objects.filter(id__in=[key for key, _ in best]).select_related("file")
+    # One query by primary key, reading only what the page shows (not the
+    # embedding, which is stored out of line, nor the hashed terms).
+    rows = (
+        Chunk.objects.filter(id__in=[key for key, _ in best])
+        .select_related("file")
+        .only("id", "text", "file__file_id", "file__filename", "file__attributes")
+    )
     chunks = {chunk.id: chunk for chunk in rows}
     results = []
     for key, score in best:

@@ -32,10 +32,13 @@ from django.conf import settings
 log = logging.getLogger(__name__)
 
 ANN_MIN = 20_000
-# The graph's parameters, measured by bench/search.py (recall@10 against exact).
+# The graph's parameters, measured by bench/search.py (recall@10 against
+# exact; bench/README.md, "Vector store search"). A wider expansion at
+# build time gives a graph that clustered vectors (many near-equidistant
+# neighbours) can be searched well with a narrow expansion at query time.
 CONNECTIVITY = 16
-EXPANSION_ADD = 64
-EXPANSION_SEARCH = 256
+EXPANSION_ADD = 96
+EXPANSION_SEARCH = 128
 ANN_DTYPE = "f16"
 # A filtered search keeping at most this share of a store's vectors scans
 # them exactly; a wider one asks the graph for more and filters.
@@ -140,12 +143,16 @@ class StoreVectors:
         with self.lock:  # a graph is not searched while it changes
             found = ann.search(query, min(wanted, len(keys)))
         candidates = np.asarray(found.keys, dtype=np.uint64)
-        candidates = candidates[np.isin(candidates, keys)]
+        # ``keys`` is sorted: a binary search per candidate, not a pass over
+        # the whole store as ``np.isin`` would make.
+        positions = np.searchsorted(keys, candidates).clip(0, len(keys) - 1)
+        present = keys[positions] == candidates
+        candidates, positions = candidates[present], positions[present]
         if allowed is not None:
-            candidates = candidates[np.isin(candidates, allowed)]
+            kept = np.isin(candidates, allowed)
+            candidates, positions = candidates[kept], positions[kept]
             if len(candidates) < limit:
                 return self._exact(query, limit, keys[rows], matrix[rows])
-        positions = np.searchsorted(keys, candidates)
         return self._exact(query, limit, candidates, matrix[positions])
 
     @staticmethod
