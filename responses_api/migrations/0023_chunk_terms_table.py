@@ -88,7 +88,7 @@ def terms_table_drop(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("responses_api", "0021_vector_store_api"),
+        ("responses_api", "0022_pgvector"),
     ]
 
     operations = [
