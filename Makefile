@@ -24,8 +24,7 @@ run: install
 
 # Three workers, each a whole test file at a time (module fixtures start
 # their servers once). A third worker on two cores runs while the others
-# wait on their servers: 218 s against 240 s with two, on the embedded
-# default. PYTEST_ARGS="-n 0" runs in one process.
+# wait on their servers. PYTEST_ARGS="-n 0" runs in one process.
 # Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: the suite
 # starts a hundred Python processes, and pytest rewrites every test file's
 # asserts again in each worker unless it may keep the result.
