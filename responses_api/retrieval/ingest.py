@@ -16,15 +16,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import IntegrityError, close_old_connections, connections, transaction
 
 from responses_api.models import Chunk, VectorStore, VectorStoreFile
 from responses_api.retrieval import pgvector
 from responses_api.retrieval.chunking import Strategy, chunk_text, strategy_parse
-from responses_api.retrieval.errors import ParseError
+from responses_api.retrieval.errors import NotFound, ParseError
 from responses_api.retrieval.parsing import extract_text
 from responses_api.retrieval.stores import (
     attributes_check,
+    store_lock,
     usage_recount,
     vector_store_file_get,
     vector_store_get,
@@ -45,6 +46,11 @@ WRITE_BATCH = 1000
 
 class EmbeddingError(Exception):
     pass
+
+
+class Gone(Exception):
+    """The file's entry (or its whole store) was deleted while it was being
+    ingested: the ingestion stops there, as nothing is left to write to."""
 
 
 def vector_store_file_create(
@@ -123,11 +129,15 @@ def vector_store_file_process(
         strategy = Strategy(static["max_chunk_size_tokens"], static["chunk_overlap_tokens"])
         pieces = list(chunk_text(text, strategy))
         texts = [piece.text for piece in pieces]
-        vectors = embed_all(texts, embed) if embed is not None else np.zeros((len(texts), 0))
+        alive = functools.partial(_in_progress, found.pk)
+        vectors = embed_all(texts, embed, alive) if embed is not None else np.zeros((len(texts), 0))
     except ParseError as error:
         return file_fail(found, error.code, error.message)
     except EmbeddingError as error:
         return file_fail(found, "server_error", str(error))
+    except Gone:
+        log.info("vector store file %s: deleted or cancelled while ingested", found.pk)
+        return VectorStoreFile.objects.filter(pk=found.pk).first() or found
     rows = [
         Chunk(
             store_id=store_id,
@@ -144,8 +154,36 @@ def vector_store_file_process(
     in_database = dimensions is not None and pgvector.in_use()
     if in_database:
         pgvector.index_ensure(int(vectors.shape[1]))
+    try:
+        return _write(found, store_id, rows, vectors, len(text.encode()), in_database)
+    except IntegrityError:
+        # Only a deletion committed between the locks' check and this
+        # commit gets here (the foreign keys are checked at commit); the
+        # atomic block has rolled back what it wrote.
+        if VectorStoreFile.objects.filter(pk=found.pk).exists():
+            raise
+        log.info("vector store file %s: deleted while its chunks were written", found.pk)
+        return found
+
+
+def _in_progress(pk: int) -> bool:
+    return VectorStoreFile.objects.filter(pk=pk, status=VectorStoreFile.Status.IN_PROGRESS).exists()
+
+
+def _write(
+    found: VectorStoreFile,
+    store_id: str,
+    rows: list[Chunk],
+    vectors: np.ndarray,
+    usage_bytes: int,
+    in_database: bool,
+) -> VectorStoreFile:
+    """Write the file's chunks and status in one transaction, under the
+    store's lock and then the file's (``stores.store_lock``: the order every
+    deletion takes them in)."""
+    dimensions = int(vectors.shape[1]) or None
     with transaction.atomic():
-        store = VectorStore.objects.select_for_update().filter(id=store_id).first()
+        store = store_lock(store_id)
         current = VectorStoreFile.objects.select_for_update().filter(pk=found.pk).first()
         if store is None or current is None or current.status != found.status:
             return current or found  # deleted or cancelled meanwhile
@@ -162,7 +200,7 @@ def vector_store_file_process(
             written = [(row.id, current.pk, v) for row, v in zip(rows, vectors, strict=True)]
             pgvector.vectors_write(store_id, written)
         current.status = VectorStoreFile.Status.COMPLETED
-        current.usage_bytes = len(text.encode())
+        current.usage_bytes = usage_bytes
         current.save(update_fields=["status", "usage_bytes"])
         if store.dimensions is None and dimensions is not None:
             VectorStore.objects.filter(id=store_id).update(dimensions=dimensions)
@@ -170,13 +208,19 @@ def vector_store_file_process(
     return current
 
 
-def embed_all(texts: list[str], embed: Embed) -> np.ndarray:
+def embed_all(
+    texts: list[str], embed: Embed, alive: Callable[[], bool] | None = None
+) -> np.ndarray:
     """Every text's embedding, float32, checked: as many as texts, one
-    width, finite numbers."""
+    width, finite numbers. ``alive`` is asked before each batch: once the
+    file is deleted or cancelled, :class:`Gone` rather than embedding (and
+    paying for) the rest."""
     import numpy as np
 
     out: list[np.ndarray] = []
     for start in range(0, len(texts), EMBED_BATCH):
+        if alive is not None and not alive():
+            raise Gone
         batch = texts[start : start + EMBED_BATCH]
         try:
             got = embed(batch)
@@ -202,9 +246,13 @@ def embed_all(texts: list[str], embed: Embed) -> np.ndarray:
 
 
 def file_fail(found: VectorStoreFile, code: str, message: str) -> VectorStoreFile:
+    """Mark the file failed; an entry deleted meanwhile (alone or with its
+    store) stays deleted, and nothing fails for it."""
     found.status = VectorStoreFile.Status.FAILED
     found.last_error = {"code": code, "message": message}
-    found.save(update_fields=["status", "last_error"])
+    VectorStoreFile.objects.filter(pk=found.pk).update(
+        status=found.status, last_error=found.last_error
+    )
     return found
 
 
@@ -263,6 +311,10 @@ def ingest_guarded(
     close_old_connections()
     try:
         return work()
+    except NotFound:
+        # The store or the entry was deleted before the work read it.
+        log.info("vector store %s: file %s deleted before it was ingested", store_id, file_id)
+        return None
     except Exception:
         # Nothing a file holds is meant to get here (it fails with its
         # last_error above); a bug must still not leave it in_progress.

@@ -134,13 +134,33 @@ def vector_store_touch(store: VectorStore) -> None:
     VectorStore.objects.filter(id=store.id).update(**fields)
 
 
+def store_lock(store_id: str) -> VectorStore | None:
+    """Lock the store's row for the rest of the transaction (None: gone).
+
+    Every deletion of a store's chunks takes it before anything else, and
+    ingestion takes it before writing chunks: an ingestion that comes second
+    waits, then finds the store or its file gone and writes nothing; a
+    deletion that comes second waits, then deletes the chunks just written.
+    Without it a deletion could delete the chunks it saw and then the row,
+    while an ingestion committed chunks in between, which the foreign key
+    then refuses at the deletion's commit."""
+    return VectorStore.objects.select_for_update().filter(id=store_id).first()
+
+
+def _store_drop(store_id: str) -> None:
+    """Delete a store whose row this transaction has locked, children first."""
+    Chunk.objects.filter(store_id=store_id).delete()
+    VectorStoreFile.objects.filter(store_id=store_id).delete()
+    VectorStore.objects.filter(id=store_id).delete()
+
+
 def vector_store_delete(*, organisation_id: int, store_id: str) -> None:
     """The store, its files, their chunks and vectors."""
     with transaction.atomic():
         store = vector_store_get(organisation_id=organisation_id, store_id=store_id)
-        Chunk.objects.filter(store_id=store.id).delete()
-        VectorStoreFile.objects.filter(store_id=store.id).delete()
-        store.delete()
+        if store_lock(store.id) is None:
+            raise store_missing(store_id)  # deleted by another meanwhile
+        _store_drop(store.id)
     _forget(store_id)
 
 
@@ -215,8 +235,13 @@ def vector_store_file_delete(*, organisation_id: int, store_id: str, file_id: st
         found = vector_store_file_get(
             organisation_id=organisation_id, store_id=store_id, file_id=file_id
         )
+        # The store's row first, as ingestion locks it (store_lock), then the
+        # file's: the same order everywhere, so that neither waits on the other.
+        store_lock(store_id)
+        if not VectorStoreFile.objects.select_for_update().filter(pk=found.pk).exists():
+            raise NotFound(f"No file found with id '{file_id}' in vector store '{store_id}'.")
         Chunk.objects.filter(file_id=found.pk).delete()
-        found.delete()
+        VectorStoreFile.objects.filter(pk=found.pk).delete()
         usage_recount(store_id)
 
 
@@ -261,12 +286,17 @@ def file_detach(*, organisation_id: int, file_id: str) -> int:
     entries = VectorStoreFile.objects.filter(
         file_id=file_id, store__organisation_id=organisation_id
     )
-    stores = set(entries.values_list("store_id", flat=True))
+    stores = sorted(set(entries.values_list("store_id", flat=True)))
     with transaction.atomic():
-        for store_id in stores:
-            found = VectorStoreFile.objects.filter(store_id=store_id, file_id=file_id)
-            Chunk.objects.filter(file__in=found).delete()
-            found.delete()
+        for store_id in stores:  # in order, so that two detachments cannot deadlock
+            if store_lock(store_id) is None:
+                continue
+            found = VectorStoreFile.objects.select_for_update().filter(
+                store_id=store_id, file_id=file_id
+            )
+            pks = list(found.values_list("pk", flat=True))
+            Chunk.objects.filter(file_id__in=pks).delete()
+            VectorStoreFile.objects.filter(pk__in=pks).delete()
             usage_recount(store_id)
     return len(stores)
 
@@ -277,15 +307,12 @@ def vector_stores_purge(*, batch: int = 100) -> int:
     now = timezone.now()
     while True:
         expired = list(
-            VectorStore.objects.filter(expires_at__lte=now).values_list("id", "organisation_id")[
-                :batch
-            ]
+            VectorStore.objects.filter(expires_at__lte=now).values_list("id", flat=True)[:batch]
         )
-        for store_id, organisation_id in expired:
+        for store_id in expired:
             with transaction.atomic():
-                Chunk.objects.filter(store_id=store_id).delete()
-                VectorStoreFile.objects.filter(store_id=store_id).delete()
-                VectorStore.objects.filter(id=store_id, organisation_id=organisation_id).delete()
+                if store_lock(store_id) is not None:
+                    _store_drop(store_id)
             _forget(store_id)
         purged += len(expired)
         if len(expired) < batch:
