@@ -303,16 +303,57 @@ def wait_rows(count: int = 1, timeout: float = 30.0, **filters):
     )
 
 
+# How long the flush of a transactional test waits on a lock before it looks
+# for a deadlock (``_usage_rows_settled``): well past PostgreSQL's default
+# second, which the server processes' connections keep.
+FLUSH_DEADLOCK_TIMEOUT = "10s"
+
+
+def _flush_deadlock_timeout(value: str | None) -> None:
+    """Set (``None``: reset) ``deadlock_timeout`` on this process's
+    connection; only a superuser may, and otherwise nothing changes."""
+    from django.db import DatabaseError, connection
+
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return
+    statement = "RESET deadlock_timeout" if value is None else f"SET deadlock_timeout = '{value}'"
+    with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
+        cursor.execute(statement)
+
+
 @pytest.fixture(autouse=True)
 def _usage_rows_settled(request):
-    """After a test that ran real server processes on PostgreSQL, wait until
-    their usage writers have committed every row (the Redis stream is empty:
-    writers delete entries once committed) before the database is flushed.
-    A writer inserting while ``TRUNCATE`` takes its locks deadlocks with it
-    (the insert's foreign-key checks want the tables being truncated)."""
-    yield
+    """Before a transactional test's database is flushed, let the server
+    processes' writes that are still going on end first.
+
+    Server processes write on after a test has ended: usage rows, and
+    whatever a request left to a thread. Such a writer holds the table it
+    inserts into (``responses_api_usagelog``) and then, at ``COMMIT``,
+    checks its foreign keys against the tables it references; the flush's
+    ``TRUNCATE`` locks those first and then waits for the writer's table: a
+    deadlock. So:
+
+    - with Redis, wait until their usage writers have committed every row
+      (the stream is empty: writers delete entries once committed);
+    - without it the rows wait in each server's memory, where nothing here
+      can see them: the flush is given a ``deadlock_timeout`` well past the
+      servers' (PostgreSQL ends the side whose timeout runs out first, which
+      would otherwise be the flush, as it waited first). The writer's
+      transaction is then the one ended, which the server treats as a busy
+      database (``usage.writer``: the rows are kept and written later).
+
+    The test's database is set up before this fixture (so flushed after
+    its end), and the timeout reset for the test's own queries."""
     marker = request.node.get_closest_marker("django_db")
-    if not (marker and marker.kwargs.get("transaction") and os.environ.get("REDIS_URL")):
+    transactional = bool(marker and marker.kwargs.get("transaction"))
+    if transactional:
+        request.getfixturevalue("transactional_db")
+        _flush_deadlock_timeout(None)
+    yield
+    if not transactional:
+        return
+    _flush_deadlock_timeout(FLUSH_DEADLOCK_TIMEOUT)
+    if not os.environ.get("REDIS_URL"):
         return
     import redis
 
