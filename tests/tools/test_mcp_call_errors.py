@@ -6,6 +6,8 @@ an older string error is still read."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import warnings
 
 import pytest
@@ -17,7 +19,12 @@ from openai.types.responses.mcp_tool_call_error import (
 )
 
 from accounts.audit import CLI
+from responses_api.catalogue.addresses import backend_policy
+from responses_api.catalogue.mcp_resolve import ResolvedMcpServer
 from responses_api.catalogue.services.mcp_servers import mcp_server_create
+from responses_api.pipeline.mcp_calls import Hosted, Offer, _called
+from responses_api.translate.items import Item
+from responses_api.translate.tool_turns import ListedTool
 from tests.conftest import usage_rows, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -177,3 +184,51 @@ def test_an_input_mcp_call_with_either_error_shape_is_read(client: OpenAI, acme,
         ],
     )
     assert response.output_text == f"Tool result: The tool call failed: {read}"
+
+
+def _hosted():
+    server = ResolvedMcpServer(
+        label="calc",
+        server_url="http://127.0.0.1:9/mcp",
+        transport="streamable_http",
+        headers={},
+        authorization="",
+        allowed_tools=None,
+        read_only=False,
+        require_approval="never",
+        approval_exceptions=frozenset(),
+        policy=backend_policy(allow_private=True),
+        registered=True,
+    )
+    return Hosted((Offer(server, (ListedTool("add", "", {"type": "object"}),)),))
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "late", "code", "message"),
+    [
+        ("nope", "{}", False, -32602, "The tool 'nope' is not offered by this server."),
+        ("add", "{", False, -32602, "The call's arguments are not valid JSON."),
+        ("add", "[1]", False, -32602, "The call's arguments must be a JSON object."),
+        ("add", "{}", True, -32001, "The response's time for tool calls is over."),
+    ],
+)
+def test_a_call_the_gateway_refuses_is_a_protocol_error_never_sent(
+    name, arguments, late, code, message
+):
+    item = Item("mcp_call", 0, "mcp_1", closed=True)
+    item.done_item = {
+        "id": "mcp_1",
+        "type": "mcp_call",
+        "status": "calling",
+        "server_label": "calc",
+        "name": name,
+        "arguments": arguments,
+        "output": None,
+        "error": None,
+    }
+    deadline = time.monotonic() + (-1 if late else 60)
+    events = asyncio.run(_called(_hosted(), item, deadline))
+    assert events[0]["type"] == "response.mcp_call.failed"
+    done = events[-1]["item"]
+    assert done["status"] == "failed" and done["output"] is None
+    assert done["error"] == {"type": "mcp_protocol_error", "code": code, "message": message}
