@@ -126,7 +126,47 @@ ITEM_SCHEMAS: dict[str, Any] = {
             "name": _STRING,
             "arguments": _STRING,
             "output": _NULLABLE,
-            "error": _NULLABLE,
+            "error": {
+                "description": (
+                    "Why the call failed. As input, a string (an older response's) is accepted too."
+                ),
+                "oneOf": [
+                    {"type": "null"},
+                    {
+                        "type": "object",
+                        "description": "A JSON-RPC failure, or a call the gateway refused.",
+                        "required": ["type", "code", "message"],
+                        "properties": {
+                            "type": {"const": "mcp_protocol_error"},
+                            "code": {"type": "integer"},
+                            "message": _STRING,
+                        },
+                    },
+                    {
+                        "type": "object",
+                        "description": "The tool ran and reported an error (isError).",
+                        "required": ["type", "content"],
+                        "properties": {
+                            "type": {"const": "mcp_tool_execution_error"},
+                            "content": {
+                                "description": "The tool's content blocks.",
+                                "type": "array",
+                                "items": {"type": "object"},
+                            },
+                        },
+                    },
+                    {
+                        "type": "object",
+                        "description": "The MCP server answered with an HTTP error status.",
+                        "required": ["type", "code", "message"],
+                        "properties": {
+                            "type": {"const": "http_error"},
+                            "code": {"type": "integer"},
+                            "message": _STRING,
+                        },
+                    },
+                ],
+            },
             "approval_request_id": _NULLABLE,
         },
     },

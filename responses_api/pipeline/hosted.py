@@ -29,6 +29,7 @@ from responses_api.tools.logs import redact
 from responses_api.translate.items import Item
 from responses_api.translate.request import HostedTools
 from responses_api.translate.stream import StreamTranslator
+from responses_api.translate.tool_turns import mcp_error_text
 from responses_api.translate.tools import HostedFunction
 
 if TYPE_CHECKING:
@@ -152,6 +153,8 @@ def _ran(
     secrets: Sequence[str],
 ) -> None:
     error = done.get("error")
+    if isinstance(error, dict):
+        error = mcp_error_text(error)
     call = {
         "type": str(done.get("type", item.kind)).removesuffix("_call"),
         "server": str(done.get("server_label") or ""),

@@ -34,10 +34,16 @@ from responses_api.store.seal import approval_sealed
 from responses_api.translate.items import Item
 from responses_api.translate.stream import StreamTranslator
 from responses_api.translate.tool_turns import (
+    CONNECTION_CLOSED,
+    INVALID_PARAMS,
+    REQUEST_TIMEOUT,
     ListedTool,
     approved_call,
+    execution_error,
+    http_error,
     list_tools,
     mcp_result,
+    protocol_error,
     waiting_calls,
 )
 from responses_api.translate.tools import HostedFunction, ToolRef
@@ -119,7 +125,9 @@ class Hosted:
         return await run_call(exchange, self, item, deadline)
 
     def refuse(self, item: Item, error: str) -> list[dict[str, Any]]:
-        return mcp_result(item, error=error)
+        # The loop's own refusals (max_tool_calls, the last turn): the call
+        # was never sent, like a server that could not be reached.
+        return mcp_result(item, error=protocol_error(CONNECTION_CLOSED, error))
 
     def results(self) -> dict[str, str]:
         return {}  # an mcp_call item holds its output
@@ -145,18 +153,18 @@ async def _called(hosted: Hosted, item: Item, deadline: float) -> list[dict[str,
     offer = hosted.offer(item.done_item["server_label"])
     name = item.done_item["name"]
     if offer is None or not any(tool.name == name for tool in offer.tools):
-        return mcp_result(item, error=f"The tool '{name}' is not offered by this server.")
+        return _refused(item, INVALID_PARAMS, f"The tool '{name}' is not offered by this server.")
     try:
         arguments = orjson.loads(item.done_item["arguments"] or "{}")
     except orjson.JSONDecodeError:
-        return mcp_result(item, error="The call's arguments are not valid JSON.")
+        return _refused(item, INVALID_PARAMS, "The call's arguments are not valid JSON.")
     if not isinstance(arguments, dict):
-        return mcp_result(item, error="The call's arguments must be a JSON object.")
+        return _refused(item, INVALID_PARAMS, "The call's arguments must be a JSON object.")
     from responses_api.tools.mcp import call_tool
 
     left = deadline - time.monotonic()
     if left <= 0:
-        return mcp_result(item, error="The response's time for tool calls is over.")
+        return _refused(item, REQUEST_TIMEOUT, "The response's time for tool calls is over.")
     outcome = await call_tool(
         offer.client(),
         name,
@@ -166,10 +174,18 @@ async def _called(hosted: Hosted, item: Item, deadline: float) -> list[dict[str,
         sessions=hosted.sessions,
     )
     if outcome.error is not None:
-        return mcp_result(item, error=outcome.error)
+        if outcome.kind == "http" and outcome.code is not None:
+            return mcp_result(item, error=http_error(outcome.code, outcome.error))
+        code = CONNECTION_CLOSED if outcome.code is None else outcome.code
+        return _refused(item, code, outcome.error)
     if outcome.is_error:
-        return mcp_result(item, error=outcome.output or "The tool reported an error.")
+        text = outcome.output or "The tool reported an error."
+        return mcp_result(item, error=execution_error(text))
     return mcp_result(item, output=outcome.output)
+
+
+def _refused(item: Item, code: int, message: str) -> list[dict[str, Any]]:
+    return mcp_result(item, error=protocol_error(code, message))
 
 
 Answer = tuple[McpApprovalRequestItem, McpApprovalResponseItem]
@@ -252,8 +268,10 @@ async def answered_approvals(
         if answer.approve:
             events += await run_call(exchange, hosted, item, deadline)
         else:
+            # Not sent to the server: a protocol error of the gateway's own,
+            # whose message the model reads.
             reason = f": {answer.reason}" if answer.reason else "."
-            events += mcp_result(item, error=f"The call was not approved{reason}")
+            events += _refused(item, CONNECTION_CLOSED, f"The call was not approved{reason}")
     return events
 
 

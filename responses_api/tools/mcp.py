@@ -10,7 +10,9 @@ The contract the loop relies on:
 * :func:`call_tool` never raises for anything the server does (a hang, an
   oversized answer, invalid JSON-RPC, a dropped connection, a TLS or
   connection error, an HTTP error status, a refused address): it returns an
-  :class:`McpOutcome`, whose ``error`` says what went wrong in one sentence.
+  :class:`McpOutcome`, whose ``error`` says what went wrong in one sentence
+  and whose ``kind`` and ``code`` classify it (an HTTP status, or a JSON-RPC
+  error code).
   A tool that reports its own failure (``isError``) is an outcome with
   ``is_error`` set and its output kept.
 * Cancelling the caller's task cancels the session: its connections are
@@ -53,7 +55,7 @@ from mcp.client.streamable_http import streamable_http_client
 from responses_api.catalogue.addresses import AddressPolicy, backend_policy
 from responses_api.tools.connection import Guard, UrlInvalid, http_client, url_error
 from responses_api.tools.logs import hiding, redact
-from responses_api.tools.outcome import describe_failure, http_status, output_text
+from responses_api.tools.outcome import describe_failure, failure_code, http_status, output_text
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +136,11 @@ class McpOutcome:
     output: str = ""
     error: str | None = None
     is_error: bool = False
+    # How the session failed, for the item's error object: ``http`` (``code``
+    # the server's HTTP status) or ``protocol`` (``code`` a JSON-RPC error
+    # code). None when the tool ran, even if it reported an error.
+    kind: Literal["protocol", "http"] | None = None
+    code: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -214,9 +221,9 @@ async def call_tool(
         # Whatever the server does is an outcome, never the loop's exception:
         # the SDK raises errors of its own, httpx2's and ExceptionGroups.
         except Exception as exc:
-            return McpOutcome(error=_failure(server, guard, exc, timeout))
+            return _failed(server, guard, exc, timeout)
     if result is None:
-        return McpOutcome(error=_failure(server, guard, None, timeout))
+        return _failed(server, guard, None, timeout)
     secrets = server.secrets()
     return McpOutcome(
         output=redact(output_text(result, max_output_bytes), secrets),
@@ -315,6 +322,13 @@ def _unavailable(
 ) -> McpUnavailable:
     message = _failure(server, guard, exc, timeout)
     return McpUnavailable(server.label, message, http_status(exc, guard))
+
+
+def _failed(
+    server: McpServer, guard: Guard, exc: BaseException | None, timeout: float
+) -> McpOutcome:
+    kind, code = failure_code(exc, guard, timeout=timeout)
+    return McpOutcome(error=_failure(server, guard, exc, timeout), kind=kind, code=code)
 
 
 def _failure(server: McpServer, guard: Guard, exc: BaseException | None, timeout: float) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Iterator
+from typing import Literal
 
 import anyio
 import httpx2
@@ -101,6 +102,38 @@ def http_status(exc: BaseException | None, guard: Guard) -> int | None:
         return guard.status
     failed = [leaf for leaf in _leaves(exc) if isinstance(leaf, httpx2.HTTPStatusError)]
     return failed[0].response.status_code if failed else None
+
+
+def failure_code(
+    exc: BaseException | None, guard: Guard, *, timeout: float
+) -> tuple[Literal["protocol", "http"], int]:
+    """How a failed session is told apart on an ``mcp_call`` item: an HTTP
+    error status (``http``), or a JSON-RPC error code (``protocol``) -- the
+    server's own, the SDK's request timeout for running out of time, or
+    ``CONNECTION_CLOSED`` for a server not reached or not understood. It
+    follows :func:`describe_failure`, so the code matches the sentence."""
+    if guard.refusal or guard.aborted or guard.exceeded:
+        return "protocol", mcp_types.CONNECTION_CLOSED
+    leaves = list(_leaves(exc)) if exc is not None else []
+    if any(isinstance(leaf, UrlInvalid) for leaf in leaves):
+        return "protocol", mcp_types.CONNECTION_CLOSED
+    if guard.status is not None:
+        return "http", guard.status
+    if exc is None:
+        return "protocol", mcp_types.REQUEST_TIMEOUT
+    for leaf in leaves:
+        if _described(leaf, timeout) is None:
+            continue
+        # The SDK's parse error is its own word for an answer it could not
+        # read: the sentence says so, like any answer not understood.
+        if isinstance(leaf, MCPError) and leaf.error.code != mcp_types.PARSE_ERROR:
+            return "protocol", leaf.error.code
+        if isinstance(leaf, httpx2.HTTPStatusError):
+            return "http", leaf.response.status_code
+        if isinstance(leaf, httpx2.TimeoutException | TimeoutError):
+            return "protocol", mcp_types.REQUEST_TIMEOUT
+        break
+    return "protocol", mcp_types.CONNECTION_CLOSED
 
 
 def _described(exc: BaseException, timeout: float) -> str | None:

@@ -91,8 +91,57 @@ def waiting_calls(translator: StreamTranslator) -> list[Item]:
     ]
 
 
-def mcp_result(item: Item, *, output: str | None = None, error: str | None = None) -> list[Event]:
-    """The call has run: its output, or the error that ended it."""
+# JSON-RPC error codes an ``mcp_protocol_error`` names when the gateway, not
+# the server, ends a call: the MCP SDK's own values.
+CONNECTION_CLOSED = -32000
+REQUEST_TIMEOUT = -32001
+INVALID_PARAMS = -32602
+
+
+def protocol_error(code: int, message: str) -> dict[str, Any]:
+    """An ``mcp_call`` error: the session failed, or the call was refused,
+    with a JSON-RPC error code."""
+    return {"type": "mcp_protocol_error", "code": code, "message": message}
+
+
+def http_error(status: int, message: str) -> dict[str, Any]:
+    """An ``mcp_call`` error: the server answered with an HTTP error status."""
+    return {"type": "http_error", "code": status, "message": message}
+
+
+def execution_error(text: str) -> dict[str, Any]:
+    """An ``mcp_call`` error: the tool ran and reported a failure
+    (``isError``); its content, as the model reads it."""
+    return {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": text}]}
+
+
+def mcp_error_text(error: object) -> str:
+    """An ``mcp_call`` error as a sentence: the message of a protocol or
+    HTTP error, the text of a tool's content; a legacy string as it is."""
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict):
+        if isinstance(message := error.get("message"), str) and message:
+            return message
+        content = error.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        texts = [
+            block["text"]
+            for block in blocks
+            if isinstance(block, dict) and isinstance(block.get("text"), str)
+        ]
+        if texts:
+            return "\n".join(texts)
+        if isinstance(content, str) and content:
+            return content
+    return orjson.dumps(error, default=str).decode()
+
+
+def mcp_result(
+    item: Item, *, output: str | None = None, error: dict[str, Any] | None = None
+) -> list[Event]:
+    """The call has run: its output, or the error object that ended it
+    (:func:`protocol_error`, :func:`http_error`, :func:`execution_error`)."""
     assert item.done_item is not None
     done = {
         **item.done_item,
@@ -110,12 +159,10 @@ def mcp_result(item: Item, *, output: str | None = None, error: str | None = Non
 
 def mcp_output_text(output: str | None, error: object) -> str:
     """What the model reads as an MCP call's result: its output, or what
-    went wrong (a string, or an error object as some clients keep it)."""
+    went wrong (an error object, or the string of older responses)."""
     if error is None:
         return output or ""
-    if isinstance(error, dict):
-        error = error.get("message") or orjson.dumps(error).decode()
-    return f"The tool call failed: {error}"
+    return f"The tool call failed: {mcp_error_text(error)}"
 
 
 def approval_requested(item: Item, approval_id: str) -> list[Event]:

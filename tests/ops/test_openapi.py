@@ -148,3 +148,23 @@ def test_the_document_names_the_hosted_tools_item_shapes():
         "McpApprovalRequest",
     ):
         assert f"#/components/schemas/{name}" in refs
+
+
+def test_the_document_gives_a_failed_mcp_calls_error_object():
+    import jsonschema
+
+    from responses_api.edge.openapi import openapi_schema
+
+    error = openapi_schema()["components"]["schemas"]["McpCall"]["properties"]["error"]
+    kinds = {shape["properties"]["type"]["const"] for shape in error["oneOf"][1:]}
+    assert kinds == {"mcp_protocol_error", "mcp_tool_execution_error", "http_error"}
+    for good in (
+        None,
+        {"type": "mcp_protocol_error", "code": -32602, "message": "bad"},
+        {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": "no"}]},
+        {"type": "http_error", "code": 503, "message": "down"},
+    ):
+        jsonschema.validate(good, error)
+    for bad in ("a sentence", {"type": "http_error", "code": "503", "message": "down"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, error)

@@ -45,6 +45,26 @@ BEHAVIOURS = {
     "html-500": "The MCP server answered HTTP 500.",
     "unauthorized": "The MCP server refused the authorization (HTTP 401).",
     "echo-secret": "The MCP server answered with an error: bad credentials: Bearer [redacted]",
+    "rpc-error": "The MCP server answered with an error: no such city: Atlantis",
+}
+# And how each is classified: an HTTP status, or a JSON-RPC error code (the
+# server's own, -32001 for no answer in time, -32000 for an answer not
+# understood or a connection lost).
+CODES = {
+    "hang": ("protocol", -32001),
+    "hang-accept": ("protocol", -32001),
+    "huge": ("protocol", -32000),
+    "huge-sse": ("protocol", -32000),
+    "gzip-bomb": ("protocol", -32000),
+    "garbage": ("protocol", -32000),
+    "garbage-secret": ("protocol", -32000),
+    "not-jsonrpc": ("protocol", -32000),
+    "drop": ("protocol", -32000),
+    "drop-sse": ("protocol", -32000),
+    "html-500": ("http", 500),
+    "unauthorized": ("http", 401),
+    "echo-secret": ("protocol", -32001),
+    "rpc-error": ("protocol", -32602),
 }
 
 
@@ -68,6 +88,7 @@ def test_a_hostile_answer_is_an_outcome_within_the_timeout(hostile_mcp, behaviou
     assert pending == []
     assert outcome.output == "" and outcome.is_error is False
     assert BEHAVIOURS[behaviour] in outcome.error
+    assert (outcome.kind, outcome.code) == CODES[behaviour]
     assert TOKEN not in outcome.error
     assert took < TIMEOUT + 1.0
     if BEHAVIOURS[behaviour] != SLOW:

@@ -132,6 +132,7 @@ def test_a_name_that_does_not_resolve_is_a_connection_failure():
 def test_a_closed_port_is_a_connection_failure():
     outcome = _call(f"http://127.0.0.1:{free_port()}/mcp", allow_private=True)
     assert outcome.error == "Could not connect to the MCP server."
+    assert (outcome.kind, outcome.code) == ("protocol", -32000)
 
 
 def test_a_failed_tls_handshake_is_an_outcome(mcp_server):

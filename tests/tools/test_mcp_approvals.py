@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from openai import BadRequestError, OpenAI
+from openai.types.responses.mcp_tool_call_error import McpProtocolError
 
 from accounts.audit import CLI
 from responses_api.catalogue.services.mcp_servers import mcp_server_create
@@ -98,7 +99,9 @@ def test_a_denied_call_is_told_to_the_model(client: OpenAI, calc):
         tools=ASKING,
     )
     called = second.output[1]
-    assert called.output is None and called.error == "The call was not approved: not today"
+    assert called.output is None and called.error == McpProtocolError(
+        type="mcp_protocol_error", code=-32000, message="The call was not approved: not today"
+    )
     assert (
         second.output_text
         == "Tool result: The tool call failed: The call was not approved: not today"

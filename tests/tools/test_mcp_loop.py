@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from openai import BadRequestError, OpenAI
+from openai.types.responses.mcp_tool_call_error import McpToolExecutionError
 
 from accounts.audit import CLI
 from responses_api.catalogue.services.mcp_servers import mcp_server_create
@@ -94,7 +95,8 @@ def test_a_failing_tool_is_told_to_the_model_not_the_end_of_the_response(client:
     )
     called = response.output[1]
     assert called.type == "mcp_call" and called.output is None
-    assert "out of paper" in called.error
+    assert isinstance(called.error, McpToolExecutionError)
+    assert "out of paper" in called.error.content[0]["text"]
     assert response.status == "completed"
     assert response.output_text.startswith("Tool result: The tool call failed:")
     [row] = wait_for(lambda: usage_rows(model="sim-model"), timeout=10)

@@ -85,7 +85,8 @@ def test_an_answer_past_the_output_cap_is_cut_and_a_far_larger_one_aborted(
         model="sim-model", input='[[call:calc__big {"size": 5000000}]]', tools=MCP
     )
     called = response.output[1]
-    assert called.status == "failed" and "exceeded" in called.error
+    assert called.status == "failed" and called.error.type == "mcp_protocol_error"
+    assert "exceeded" in called.error.message and called.error.code == -32000
     assert response.status == "completed"
 
 

@@ -81,7 +81,9 @@ def test_a_broken_session_is_replaced_for_the_next_call(
         tools=[{"type": "mcp", "server_label": "calc", "require_approval": "never"}],
     )
     slept, added = (item for item in response.output if item.type == "mcp_call")
-    assert slept.status == "failed" and "1 s" in (slept.error or "")
+    assert slept.status == "failed" and slept.error is not None
+    assert slept.error.type == "mcp_protocol_error" and slept.error.code == -32001
+    assert "1 s" in slept.error.message
     assert added.output == "4"
     # The session cut short by the timeout was replaced by one more.
     assert since(mcp_server, before)["initialize"] == 2

@@ -75,6 +75,7 @@ def _add(url: str):
 def test_a_certificate_no_trusted_authority_signed_is_refused(tls_server):
     outcome = _add(f"https://localhost:{tls_server.port}/mcp")
     assert outcome.error == "The TLS handshake with the MCP server failed."
+    assert (outcome.kind, outcome.code) == ("protocol", -32000)
 
 
 @pytest.mark.usefixtures("trusting")

@@ -5,15 +5,21 @@ that adds up, and the history a client sends back."""
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from responses_api.pipeline.writers import EventWriter
 from responses_api.protocol.body import CreateResponse
 from responses_api.translate.request import ModelLimits, prepare_chat
 from responses_api.translate.tool_turns import (
     ListedTool,
+    execution_error,
+    http_error,
     list_tools,
+    mcp_error_text,
+    mcp_output_text,
     mcp_result,
     next_call,
+    protocol_error,
     waiting_calls,
 )
 from responses_api.translate.tools import ChatTools
@@ -110,7 +116,7 @@ def test_a_failed_call_and_a_server_that_could_not_list_say_so():
         events += t.feed(c)
     events += t.close_items()
     [waiting] = waiting_calls(t)
-    events += mcp_result(waiting, error="Tool 'add' failed: division by zero")
+    events += mcp_result(waiting, error=execution_error("Tool 'add' failed: division by zero"))
     next_call(t)
     events += t.feed(chunk({"content": "It failed."}, finish="stop"))
     events += t.finish({})
@@ -119,7 +125,41 @@ def test_a_failed_call_and_a_server_that_could_not_list_say_so():
     listed, call, _ = events[-1]["response"]["output"]
     assert listed["error"] == "The server did not answer within 10 s." and listed["tools"] == []
     assert call["status"] == "failed" and call["output"] is None
-    assert call["error"] == "Tool 'add' failed: division by zero"
+    assert call["error"] == {
+        "type": "mcp_tool_execution_error",
+        "content": [{"type": "text", "text": "Tool 'add' failed: division by zero"}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("error", "text"),
+    [
+        ("an older response's sentence", "an older response's sentence"),
+        (protocol_error(-32602, "bad params"), "bad params"),
+        (http_error(502, "The MCP server answered HTTP 502."), "The MCP server answered HTTP 502."),
+        (execution_error("out of paper"), "out of paper"),
+        (
+            {
+                "type": "mcp_tool_execution_error",
+                "content": [
+                    {"type": "text", "text": "a"},
+                    {"type": "image"},
+                    {"type": "text", "text": "b"},
+                ],
+            },
+            "a\nb",
+        ),
+        ({"type": "mcp_tool_execution_error", "content": "plain"}, "plain"),
+        (
+            {"type": "mcp_tool_execution_error", "content": {"k": 1}},
+            '{"type":"mcp_tool_execution_error","content":{"k":1}}',
+        ),
+        ({"type": "tool_execution_error", "message": "missing a"}, "missing a"),
+    ],
+)
+def test_the_model_reads_the_text_of_each_error_shape(error, text):
+    assert mcp_error_text(error) == text
+    assert mcp_output_text(None, error) == f"The tool call failed: {text}"
 
 
 def test_calls_dropped_in_an_earlier_answer_keep_their_notice():

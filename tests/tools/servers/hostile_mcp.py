@@ -20,7 +20,11 @@ segment says:
 - ``html-500``: a 500 with an HTML page;
 - ``unauthorized``: 401 for every request, the handshake too;
 - ``echo-secret``: a JSON-RPC error whose message repeats the request's
-  Authorization header.
+  Authorization header;
+- ``rpc-error``: a JSON-RPC error of its own (invalid params, -32602).
+
+``call-<behaviour>`` lists one tool (``add``) correctly and does
+``<behaviour>`` to its calls: a tool loop gets as far as calling it.
 
 ``GET /stats`` answers how many bytes of body each behaviour wrote before
 its connection closed. Usage: ``python -m tests.tools.servers.hostile_mcp PORT``.
@@ -35,6 +39,11 @@ import zlib
 from collections import Counter
 from functools import cache
 
+ADD = {
+    "name": "add",
+    "description": "Add two integers.",
+    "inputSchema": {"type": "object", "properties": {"a": {"type": "integer"}}},
+}
 HUGE = 50 * 1024 * 1024
 CHUNK = 64 * 1024
 written: Counter[str] = Counter()
@@ -119,6 +128,9 @@ async def _misbehave(behaviour: str, writer: asyncio.StreamWriter, message: dict
     elif behaviour == "html-500":
         page = b"<html><body><h1>Internal Server Error</h1></body></html>"
         writer.write(_head("500 Internal Server Error", "text/html", len(page)) + page)
+    elif behaviour == "rpc-error":
+        error = {"code": -32602, "message": "no such city: Atlantis"}
+        writer.write(_json("200 OK", {"jsonrpc": "2.0", "id": request_id, "error": error}))
     elif behaviour == "echo-secret":
         said = f"bad credentials: {headers.get('authorization', '')}"
         error = {"code": -32001, "message": said}
@@ -165,7 +177,14 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                     writer.write(answer)
                 elif "id" not in message:
                     writer.write(_head("202 Accepted", "text/plain", 0))
-                elif not await _misbehave(behaviour, writer, message, headers):
+                elif behaviour.startswith("call-") and message.get("method") == "tools/list":
+                    listing = {"tools": [ADD]}
+                    writer.write(
+                        _json("200 OK", {"jsonrpc": "2.0", "id": message["id"], "result": listing})
+                    )
+                elif not await _misbehave(
+                    behaviour.removeprefix("call-"), writer, message, headers
+                ):
                     break
             await writer.drain()
     except (ConnectionError, asyncio.IncompleteReadError):
