@@ -140,3 +140,17 @@ def test_a_filtered_search_keeps_only_allowed_chunks(share):
     allowed = np.arange(1, int(2000 * share) + 1, dtype=np.uint64)
     found = store.search(data[0], 10, allowed)
     assert len(found) == 10 and all(key <= allowed[-1] for key, _ in found)
+
+
+def test_a_larger_graph_is_searched_further(monkeypatch):
+    monkeypatch.setattr(vectors, "EXPANSION_SEARCH_SIZE", 100)
+    rng = np.random.default_rng(3)
+    store = StoreVectors(16)
+    data = vectors.normalised(rng.standard_normal((400, 16)))
+    store.apply(np.zeros(0, dtype=np.uint64), np.arange(1, 101, dtype=np.uint64), data[:100])
+    store.build(threads=0)
+    assert store.ann.expansion_search == vectors.EXPANSION_SEARCH
+    store.apply(np.zeros(0, dtype=np.uint64), np.arange(101, 401, dtype=np.uint64), data[100:])
+    assert store.ann.expansion_search == vectors.search_expansion(400)
+    assert vectors.EXPANSION_SEARCH < store.ann.expansion_search <= vectors.EXPANSION_SEARCH_MAX
+    assert vectors.search_expansion(10**9) == vectors.EXPANSION_SEARCH_MAX
