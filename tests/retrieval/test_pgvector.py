@@ -9,7 +9,6 @@ they skip, and so does the migration's pgvector part."""
 from __future__ import annotations
 
 import hashlib
-import os
 
 import numpy as np
 import pytest
@@ -26,17 +25,14 @@ from responses_api.retrieval.stores import (
     vector_store_delete,
     vector_store_file_delete,
 )
+from tests.retrieval.pgvector_database import require_pgvector
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
 def _pgvector_database():
-    pgvector.forget_detection()
-    if not pgvector.installed():
-        if os.environ.get("SWITCHYARD_TEST_PGVECTOR") == "required":
-            pytest.fail("The test database has no pgvector (or not migration 0022's tables).")
-        pytest.skip("The database has no pgvector; test_pgvector_server.py runs these on one.")
+    require_pgvector()
     with override_settings(SWITCHYARD_RETRIEVAL_VECTOR_BACKEND="pgvector"):
         yield
 

@@ -8,14 +8,12 @@ against a PostgreSQL with pgvector)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from django.db import connection
 from django.test import override_settings
 from openai import OpenAI
 
-from responses_api.retrieval import pgvector
+from tests.retrieval.pgvector_database import require_pgvector
 from tests.tools.files import REFUNDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,11 +23,7 @@ ASK = '[[call:file_search {"query": "refunds paid"}]] [[answer:Two weeks [1].]]'
 
 @pytest.fixture(autouse=True)
 def _pgvector_database():
-    pgvector.forget_detection()
-    if not pgvector.installed():
-        if os.environ.get("SWITCHYARD_TEST_PGVECTOR") == "required":
-            pytest.fail("The test database has no pgvector (or not migration 0022's tables).")
-        pytest.skip("The database has no pgvector; test_pgvector_server.py runs this on one.")
+    require_pgvector()
 
 
 def ask(client: OpenAI, store) -> list:
