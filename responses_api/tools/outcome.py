@@ -127,7 +127,10 @@ def failure_code(
         # The SDK's parse error is its own word for an answer it could not
         # read: the sentence says so, like any answer not understood.
         if isinstance(leaf, MCPError) and leaf.error.code != mcp_types.PARSE_ERROR:
-            return "protocol", leaf.error.code
+            # The server's word: any integer, and JSON-RPC's are 32-bit. A
+            # larger one would not even serialise; it is an answer not understood.
+            code = leaf.error.code
+            return "protocol", code if -(2**31) <= code < 2**31 else mcp_types.CONNECTION_CLOSED
         if isinstance(leaf, httpx2.HTTPStatusError):
             return "http", leaf.response.status_code
         if isinstance(leaf, httpx2.TimeoutException | TimeoutError):

@@ -46,6 +46,7 @@ BEHAVIOURS = {
     "unauthorized": "The MCP server refused the authorization (HTTP 401).",
     "echo-secret": "The MCP server answered with an error: bad credentials: Bearer [redacted]",
     "rpc-error": "The MCP server answered with an error: no such city: Atlantis",
+    "rpc-error-huge": "The MCP server answered with an error: a code past any integer type",
 }
 # And how each is classified: an HTTP status, or a JSON-RPC error code (the
 # server's own, -32001 for no answer in time, -32000 for an answer not
@@ -65,6 +66,7 @@ CODES = {
     "unauthorized": ("http", 401),
     "echo-secret": ("protocol", -32001),
     "rpc-error": ("protocol", -32602),
+    "rpc-error-huge": ("protocol", -32000),
 }
 
 

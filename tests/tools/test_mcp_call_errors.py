@@ -86,6 +86,15 @@ def test_a_json_rpc_error_is_a_protocol_error_with_the_servers_code(
     assert row.tool_log[0]["error"] == message
 
 
+def test_a_json_rpc_code_past_32_bits_is_an_answer_not_understood(
+    client: OpenAI, hostile_mcp, people
+):
+    register(people, f"{hostile_mcp.url}/call-rpc-error-huge/mcp")
+    response, called = failed_call(client, ADD)
+    assert response.status == "completed"
+    assert isinstance(called.error, McpProtocolError) and called.error.code == -32000
+
+
 def test_an_http_error_status_is_an_http_error(client: OpenAI, hostile_mcp, people):
     register(people, f"{hostile_mcp.url}/call-html-500/mcp")
     _, called = failed_call(client, ADD)

@@ -22,6 +22,7 @@ segment says:
 - ``echo-secret``: a JSON-RPC error whose message repeats the request's
   Authorization header;
 - ``rpc-error``: a JSON-RPC error of its own (invalid params, -32602).
+- ``rpc-error-huge``: a JSON-RPC error whose code is far past 64 bits.
 
 ``call-<behaviour>`` lists one tool (``add``) correctly and does
 ``<behaviour>`` to its calls: a tool loop gets as far as calling it.
@@ -130,6 +131,9 @@ async def _misbehave(behaviour: str, writer: asyncio.StreamWriter, message: dict
         writer.write(_head("500 Internal Server Error", "text/html", len(page)) + page)
     elif behaviour == "rpc-error":
         error = {"code": -32602, "message": "no such city: Atlantis"}
+        writer.write(_json("200 OK", {"jsonrpc": "2.0", "id": request_id, "error": error}))
+    elif behaviour == "rpc-error-huge":
+        error = {"code": 10**30, "message": "a code past any integer type"}
         writer.write(_json("200 OK", {"jsonrpc": "2.0", "id": request_id, "error": error}))
     elif behaviour == "echo-secret":
         said = f"bad credentials: {headers.get('authorization', '')}"
