@@ -19,6 +19,7 @@ from openai import APIStatusError, OpenAI
 from responses_api.backends.client import ERROR_BODY_LIMIT, Upstream
 from responses_api.pipeline.failover import upstream_error
 from tests.conftest import wait_rows
+from tests.support import serve_in_thread
 
 SECRET = "redis_version:7.2.4 requirepass=hunter2"
 
@@ -70,7 +71,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def serve(status: int, body: bytes, headers: dict[str, str] | None = None) -> ErrorServer:
     server = ErrorServer(status, body, headers)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     return server
 
 

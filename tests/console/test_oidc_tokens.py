@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +26,7 @@ from django.test import Client
 from config.logging import JsonFormatter, TextFormatter
 from config.settings_sso import sign_in_backends, sso_config
 from tests.console.oidc_provider import CLIENT_ID, CLIENT_SECRET
+from tests.support import serve_in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -78,7 +78,7 @@ class Provider:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     def discovery(self) -> dict[str, str]:
         return {

@@ -16,6 +16,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as SpanMessage
 
+from tests.support import serve_in_thread
+
 
 @dataclass(frozen=True)
 class Span:
@@ -74,8 +76,7 @@ class Collector:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.thread = serve_in_thread(self.server)
 
     def spans(self) -> list[Span]:
         with self._lock:

@@ -5,11 +5,12 @@ conversation sends."""
 from __future__ import annotations
 
 import json
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
+
+from tests.support import serve_in_thread
 
 
 class Recorder:
@@ -47,8 +48,7 @@ class Recorder:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.thread = serve_in_thread(self.server)
 
     def last_messages(self) -> list[dict[str, Any]]:
         return self.requests[-1]["messages"]
