@@ -408,6 +408,18 @@ def _store_loop_closed():
         continuation._writer().submit(connections.close_all).result()
 
 
+def pytest_configure(config):
+    """The run's first process (``make test``'s, which hands files to the
+    workers) starts the vLLM servers the run will use, for the workers to
+    find ready (``tests/vllm/launch.py``); it stops them at the end."""
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    from tests.vllm import launch
+
+    for process, launched in launch.start_early(config.args, config.getoption("markexpr")):
+        config.add_cleanup(lambda p=process, s=launched: launch.stop(p, s))
+
+
 def pytest_make_parametrize_id(config, val, argname):
     """A gzip member's id without the time gzip writes into its header:
     every pytest-xdist worker must collect the same test ids, and parameters
@@ -435,9 +447,10 @@ def pytest_sessionfinish(session, exitstatus):
 
 # Fixtures that start server processes: a file using one takes seconds.
 _PROCESS_FIXTURES = frozenset({"api_server", "simulator", "web"})
-# Folders whose files start real model servers or clients (vLLM takes a minute
-# to start): first of all, so that no worker starts one near the end.
-_HEAVIEST = ("vllm", "llamacpp", "e2e")
+# Folders whose files start real model servers or clients: first of all, so
+# that no worker starts one near the end. (vLLM's servers start with the run,
+# ``pytest_configure``: its files come after these, when they are ready.)
+_HEAVIEST = ("llamacpp", "e2e")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -11,7 +11,6 @@ Missing, the tests are skipped on a developer's machine and fail in CI
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,7 +49,7 @@ def missing(what: str, path: Path, hint: str) -> None:
 
 
 def wait_healthy(
-    process: subprocess.Popen,
+    exited: Callable[[], int | None],
     root: str,
     *,
     name: str,
@@ -59,11 +58,12 @@ def wait_healthy(
     interval: float = 0.05,
 ) -> None:
     """Until ``root/health`` answers 200 (503 while a model loads); a server
-    that exits meanwhile is an error that shows its log."""
+    that exits meanwhile (``exited()`` gives its status) is an error that
+    shows its log."""
 
     def healthy() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"{name} exited with {process.returncode}:\n{output()}")
+        if (status := exited()) is not None:
+            raise RuntimeError(f"{name} exited with {status}:\n{output()[-4000:]}")
         try:
             return httpx.get(root + "/health", timeout=2.0).status_code == 200
         except httpx.HTTPError:

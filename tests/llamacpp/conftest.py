@@ -82,7 +82,7 @@ def start_llama_server(paths: tuple[Path, Path], *args: str) -> LlamaServer:
     server = LlamaServer(process, root + "/v1", port, log, root=root)
 
     try:
-        wait_healthy(process, root, name="llama-server", output=server.output, timeout=30)
+        wait_healthy(process.poll, root, name="llama-server", output=server.output, timeout=30)
     except WaitTimeout:
         server.stop()
         raise

@@ -6,22 +6,17 @@ or ``shared/models/stories260K-hf`` beside the clone. Without them the tests
 are skipped on a developer's machine and fail in CI (``CI`` set), where
 ``.ci/run`` installs vLLM first.
 
-vLLM takes about a minute to start and 3 GB of memory, so one server serves
+vLLM takes tens of seconds to start and 3 GB of memory, so one server serves
 the whole run: every vLLM test of generation lives in one module (the suite
 spreads modules over workers with ``--dist loadfile``). A vLLM runs one
-runner, so embeddings (the pooling runner) have a server of their own, for
-their module only (``test_vllm_embeddings``).
+runner, so embeddings (the pooling runner) have a server of their own. Both
+start with the run (``launch``), while the workers do other work.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import shutil
-import signal
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,25 +25,62 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from tests.conftest import Proc, _log_path, free_port
-from tests.real_servers import cached, missing, shared_model, wait_healthy
+from tests.real_servers import missing, wait_healthy
 from tests.support import WaitTimeout
+from tests.vllm.launch import (
+    MODEL_DIR,
+    SERVERS,
+    UPSTREAM_MODEL,
+    VLLM_VERSION,  # noqa: F401  (the vLLM modules take it from here)
+    Launched,
+    announced,
+    launch,
+    paths,
+    stop,
+)
 
-VLLM_VERSION = "0.32.0"  # keep in step with scripts/install-vllm.sh
-MODEL_DIR = "stories260K-hf"
-UPSTREAM_MODEL = "stories260K"
 START_TIMEOUT = 300
 
 
 @dataclass
-class VllmServer(Proc):
+class VllmServer:
     """``url`` is the OpenAI base URL (``…/v1``); ``root`` the server itself;
     ``events`` where it publishes its KV-cache events (it binds, subscribers
     connect); ``model`` its model folder."""
 
-    root: str = ""
-    events: str = ""
-    model: str = ""
+    launched: Launched
+    process: subprocess.Popen | None  # None: the run's first process owns it
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self.launched.port}"
+
+    @property
+    def url(self) -> str:
+        return self.root + "/v1"
+
+    @property
+    def events(self) -> str:
+        return self.launched.events
+
+    @property
+    def model(self) -> str:
+        return self.launched.model
+
+    def output(self) -> str:
+        log = Path(self.launched.log)
+        return log.read_text(errors="replace") if log.exists() else ""
+
+    def exited(self) -> int | None:
+        """Its exit status once it has ended (a zombie of the process that
+        started it counts), else None."""
+        if self.process is not None:
+            return self.process.poll()
+        try:
+            state = Path(f"/proc/{self.launched.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return -1
+        return -1 if state in ("Z", "X") else None
 
     def metric(self, name: str) -> float:
         """A series of the server's /metrics, summed over its labels."""
@@ -65,26 +97,12 @@ class VllmServer(Proc):
         return self.metric("vllm:num_requests_running")
 
     def stop(self) -> None:
-        # The API server stops its engine process on SIGTERM; whatever is
-        # left after that goes with the process group.
-        if self.process.poll() is None:
-            self.process.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(30)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
+        if self.process is not None:
+            stop(self.process, self.launched)
 
 
-def _lowest_priority() -> None:
-    os.nice(19)
-
-
-def _paths() -> tuple[Path, Path]:
-    python = cached("VLLM_PYTHON", f"vllm-{VLLM_VERSION}", "bin", "python")
-    model = shared_model(
-        "SWITCHYARD_TEST_VLLM_MODEL", MODEL_DIR, lambda path: (path / "config.json").exists()
-    )
+def _installed() -> None:
+    python, model = paths()
     if not (python.is_file() and os.access(python, os.X_OK)):
         missing(
             "vLLM's python",
@@ -93,94 +111,37 @@ def _paths() -> tuple[Path, Path]:
         )
     if not (model / "config.json").is_file():
         missing("the test model", model, f"set SWITCHYARD_TEST_VLLM_MODEL to {MODEL_DIR}")
-    return python, model
 
 
-def start_vllm(tmp_path_factory, name: str, options: list[str], *, events: str = "") -> VllmServer:
-    """A vLLM API server on a free port serving the test model with
-    ``options``, once it answers its health check."""
-    python, model = _paths()
-    port = free_port()
-    log = _log_path(name)
-    env = {
-        **os.environ,
-        "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB: the default would take a quarter of memory
-        # Its OpenMP thread sleeps between steps instead of spinning on the core
-        # it is bound to: the suite's own processes share that core.
-        "OMP_WAIT_POLICY": "PASSIVE",
-        "KMP_BLOCKTIME": "0",
-        "VLLM_CACHE_ROOT": str(tmp_path_factory.mktemp(f"{name}-cache")),
-        "VLLM_NO_USAGE_STATS": "1",
-        # The model runs in the engine's process rather than in a worker of
-        # its own: one interpreter fewer to import torch and vLLM into.
-        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-    }
-    process = subprocess.Popen(
-        [
-            str(python),
-            *("-m", "vllm.entrypoints.openai.api_server"),
-            *("--model", str(model), "--served-model-name", UPSTREAM_MODEL),
-            *("--host", "127.0.0.1", "--port", str(port)),
-            *("--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"),
-            *("--distributed-executor-backend", "uni"),
-            *options,
-        ],
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        # At the lowest priority: on a two-core machine its engine would
-        # otherwise take a core from the suite's own servers while it
-        # generates, and delay them by seconds.
-        preexec_fn=_lowest_priority,
-    )
-    root = f"http://127.0.0.1:{port}"
-    server = VllmServer(
-        process, root + "/v1", port, log, root=root, events=events, model=str(model)
-    )
+def serving(name: str) -> VllmServer:
+    """The server ``name`` of ``launch.SERVERS`` once it answers its health
+    check: the one started early for the run, else one started here."""
+    _installed()
+    launched = announced(name)
+    if launched is not None:
+        server = VllmServer(launched, None)
+    else:
+        options, events = SERVERS[name]
+        server = VllmServer(*reversed(launch(name, options, events=events)))
+
     try:
         wait_healthy(
-            process, root, name="vLLM", output=server.output, timeout=START_TIMEOUT, interval=1.0
-        )
-    except WaitTimeout:
+            server.exited, server.root, name="vLLM", output=server.output,
+            timeout=START_TIMEOUT, interval=0.5,
+        )  # fmt: skip
+    except (WaitTimeout, RuntimeError):
         server.stop()
         raise
     return server
 
 
 @pytest.fixture(scope="session")
-def vllm_server(tmp_path_factory) -> Iterator[VllmServer]:
-    """One vLLM for the run, with prefix caching, cached-token usage and
-    hermes tool calls."""
-    _paths()
-    # An ipc:// endpoint: vLLM binds it, so every web process can connect
-    # (precise routing), and nothing listens beyond this machine.
-    events_dir = tempfile.mkdtemp(prefix="sy-kv-")
-    events = f"ipc://{events_dir}/events"
-    kv_events = {
-        "enable_kv_cache_events": True,
-        "publisher": "zmq",
-        "endpoint": events,
-        "topic": "kv",
-    }
-    try:
-        server = start_vllm(
-            tmp_path_factory,
-            "vllm",
-            [
-                *("--enable-prefix-caching", "--enable-prompt-tokens-details"),
-                *("--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
-                "--trust-request-chat-template",  # a backend's extra_body may bring one
-                *("--kv-events-config", json.dumps(kv_events)),
-            ],
-            events=events,
-        )
-    except BaseException:
-        shutil.rmtree(events_dir, ignore_errors=True)
-        raise
+def vllm_server() -> Iterator[VllmServer]:
+    """One vLLM for the run, with prefix caching, cached-token usage,
+    hermes tool calls and KV-cache events."""
+    server = serving("vllm")
     yield server
     server.stop()
-    shutil.rmtree(events_dir, ignore_errors=True)
 
 
 @dataclass

@@ -11,7 +11,6 @@ must be unset"), relayed as a 400; declared one (``--hf-overrides
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import httpx
@@ -25,21 +24,14 @@ from tests.embeddings.real_servers import (
     generation_model_refused,
     shortened_to_unit_length,
 )
-from tests.vllm.conftest import UPSTREAM_MODEL, VllmServer, start_vllm
+from tests.vllm.conftest import UPSTREAM_MODEL, VllmServer, serving
 
 pytestmark = [pytest.mark.vllm, pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(scope="module")
-def vllm_embed_server(tmp_path_factory) -> Iterator[VllmServer]:
-    server = start_vllm(
-        tmp_path_factory,
-        "vllm-embed",
-        [
-            *("--runner", "pooling", "--convert", "embed"),
-            *("--hf-overrides", json.dumps({"is_matryoshka": True})),
-        ],
-    )
+def vllm_embed_server() -> Iterator[VllmServer]:
+    server = serving("vllm-embed")
     yield server
     server.stop()
 

@@ -5,6 +5,9 @@ from responses_api.simulator.plan import CONTEXT_WINDOW
 
 class Command(BaseCommand):
     help = "Run the simulator backend (an OpenAI-compatible Chat Completions server)."
+    # It serves none of the project's URLs, models or templates: Django's
+    # system checks (most of its start-up time) have nothing to say about it.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
