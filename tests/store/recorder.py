@@ -31,13 +31,24 @@ class Recorder:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 if self.path.endswith("/chat/completions"):
                     recorder.requests.append(json.loads(body))
-                answer = httpx.post(
+                # Relayed as it comes (a stream's first token as soon as the
+                # simulator sends it), the body ending with the connection.
+                with httpx.stream(
+                    "POST",
                     recorder.upstream + self.path.removeprefix("/v1"),
                     content=body,
                     headers={"content-type": "application/json"},
                     timeout=30,
-                )
-                self._reply(answer.status_code, answer.headers, answer.content)
+                ) as answer:
+                    self.send_response(answer.status_code)
+                    content_type = answer.headers.get("content-type", "application/json")
+                    self.send_header("content-type", content_type)
+                    self.send_header("connection", "close")
+                    self.end_headers()
+                    for chunk in answer.iter_raw():
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                self.close_connection = True
 
             def _reply(self, status: int, headers: Any, content: bytes) -> None:
                 self.send_response(status)
