@@ -416,8 +416,9 @@ def pytest_configure(config):
         return
     from tests.vllm import launch
 
-    for process, launched in launch.start_early(config.args, config.getoption("markexpr")):
-        config.add_cleanup(lambda p=process, s=launched: launch.stop(p, s))
+    started = launch.start_early(config.args, config.getoption("markexpr"))
+    if started:
+        config.add_cleanup(lambda: launch.stop(*started))
 
 
 def pytest_make_parametrize_id(config, val, argname):
@@ -454,7 +455,8 @@ _HEAVIEST = ("llamacpp", "e2e")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Files that start server processes first (real model servers before
+    """Files with a test marked ``first`` (one that takes half a minute),
+    then those that start server processes (real model servers before
     the others), the rest after, each file's
     tests in their order: ``make test``'s workers take a whole file at a
     time, and the run ends when the slowest one does; short files last keep
@@ -464,10 +466,11 @@ def pytest_collection_modifyitems(config, items):
         for item in items
         if item.get_closest_marker("live") or _PROCESS_FIXTURES & set(item.fixturenames)
     }
+    first = {item.path for item in items if item.get_closest_marker("first")}
 
-    def rank(item) -> tuple[bool, int]:
+    def rank(item) -> tuple[bool, bool, int]:
         folder = item.path.parent.name
         heaviest = _HEAVIEST.index(folder) if folder in _HEAVIEST else len(_HEAVIEST)
-        return item.path not in slow, heaviest
+        return item.path not in first, item.path not in slow, heaviest
 
     items.sort(key=rank)

@@ -146,6 +146,7 @@ def failures(report: Path) -> list[str]:
     return found
 
 
+@pytest.mark.first
 @pytest.mark.timeout(900)  # a PostgreSQL started, migrated, and seven modules run against it
 def test_the_vector_store_tests_pass_on_postgresql_with_pgvector(tmp_path):
     report = tmp_path / "report.xml"

@@ -36,6 +36,7 @@ from tests.vllm.launch import (
     announced,
     launch,
     paths,
+    serve_now,
     stop,
 )
 
@@ -98,7 +99,7 @@ class VllmServer:
 
     def stop(self) -> None:
         if self.process is not None:
-            stop(self.process, self.launched)
+            stop((self.process, self.launched))
 
 
 def _installed() -> None:
@@ -124,6 +125,7 @@ def serving(name: str) -> VllmServer:
         options, events = SERVERS[name]
         server = VllmServer(*reversed(launch(name, options, events=events)))
 
+    serve_now(server.launched)
     try:
         wait_healthy(
             server.exited, server.root, name="vLLM", output=server.output,

@@ -58,6 +58,20 @@ def installed() -> bool:
 
 def _lowest_priority() -> None:
     os.nice(19)
+    # Its new session is a scheduling group of its own (the kernel's
+    # autogroup), weighed against the suite's as an equal whatever the nice
+    # of its processes: while it starts, the group is lowered too, so that
+    # it takes only what the suite leaves. Only where ``serving`` may raise
+    # it again (lowering a nice needs root).
+    if os.geteuid() == 0:
+        with contextlib.suppress(OSError):
+            Path("/proc/self/autogroup").write_text("19")
+
+
+def serve_now(launched: Launched) -> None:
+    """A test waits on it: its group back to the suite's weight."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{launched.pid}/autogroup").write_text("0")
 
 
 def launch(
@@ -171,14 +185,12 @@ def announced(name: str) -> Launched | None:
     return Launched(**early[name]) if name in early else None
 
 
-def stop(process: subprocess.Popen, launched: Launched) -> None:
-    # The API server stops its engine process on SIGTERM; whatever is
-    # left after that goes with the process group.
-    if process.poll() is None:
-        process.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(30)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait(10)
-    shutil.rmtree(launched.scratch, ignore_errors=True)
+def stop(*servers: tuple[subprocess.Popen, Launched]) -> None:
+    """Stop ``servers``, engine processes and all: a test server keeps
+    nothing worth an orderly shutdown, which takes vLLM seconds."""
+    for process, _ in servers:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    for process, launched in servers:
+        process.wait(10)
+        shutil.rmtree(launched.scratch, ignore_errors=True)
