@@ -412,7 +412,7 @@ def pytest_configure(config):
     """The run's first process (``make test``'s, which hands files to the
     workers) starts the vLLM servers the run will use, for the workers to
     find ready (``tests/vllm/launch.py``); it stops them at the end."""
-    if hasattr(config, "workerinput") or config.option.collectonly:
+    if hasattr(config, "workerinput") or config.option.collectonly or config.option.help:
         return
     from tests.vllm import launch
 
