@@ -468,9 +468,17 @@ def pytest_collection_modifyitems(config, items):
     }
     first = {item.path for item in items if item.get_closest_marker("first")}
 
-    def rank(item) -> tuple[bool, bool, int]:
+    # Within a rank, each folder's files in turn: the files of a folder
+    # tend to wait alike (ops/ on timeouts and grace windows, console/ on
+    # the processor), and a run that mixes them keeps both cores busy.
+    turn: dict[Path, int] = {}
+    for item in items:
+        if item.path not in turn:
+            turn[item.path] = sum(1 for p in turn if p.parent == item.path.parent)
+
+    def rank(item) -> tuple[bool, bool, int, int]:
         folder = item.path.parent.name
         heaviest = _HEAVIEST.index(folder) if folder in _HEAVIEST else len(_HEAVIEST)
-        return item.path not in first, item.path not in slow, heaviest
+        return item.path not in first, item.path not in slow, heaviest, turn[item.path]
 
     items.sort(key=rank)
