@@ -109,6 +109,9 @@ class Proc:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                # Gone before the test database is dropped: PostgreSQL
+                # refuses to drop one that a live process is connected to.
+                self.process.wait(10)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
