@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -475,9 +476,11 @@ def pytest_collection_modifyitems(config, items):
     # tend to wait alike (ops/ on timeouts and grace windows, console/ on
     # the processor), and a run that mixes them keeps both cores busy.
     turn: dict[Path, int] = {}
+    files_seen: Counter[Path] = Counter()
     for item in items:
         if item.path not in turn:
-            turn[item.path] = sum(1 for p in turn if p.parent == item.path.parent)
+            turn[item.path] = files_seen[item.path.parent]
+            files_seen[item.path.parent] += 1
 
     def rank(item) -> tuple[bool, bool, int, int]:
         folder = item.path.parent.name

@@ -13,6 +13,21 @@ REF = "#/components/schemas/{model}"
 _STRING = {"type": "string"}
 _NULLABLE = {"type": ["string", "null"]}
 
+
+def _coded_error(kind: str, description: str) -> dict[str, Any]:
+    """A failed MCP call's error object that carries a code and a message."""
+    return {
+        "type": "object",
+        "description": description,
+        "required": ["type", "code", "message"],
+        "properties": {
+            "type": {"const": kind},
+            "code": {"type": "integer"},
+            "message": _STRING,
+        },
+    }
+
+
 ITEM_SCHEMAS: dict[str, Any] = {
     "WebSearchCall": {
         "type": "object",
@@ -132,16 +147,9 @@ ITEM_SCHEMAS: dict[str, Any] = {
                 ),
                 "oneOf": [
                     {"type": "null"},
-                    {
-                        "type": "object",
-                        "description": "A JSON-RPC failure, or a call the gateway refused.",
-                        "required": ["type", "code", "message"],
-                        "properties": {
-                            "type": {"const": "mcp_protocol_error"},
-                            "code": {"type": "integer"},
-                            "message": _STRING,
-                        },
-                    },
+                    _coded_error(
+                        "mcp_protocol_error", "A JSON-RPC failure, or a call the gateway refused."
+                    ),
                     {
                         "type": "object",
                         "description": "The tool ran and reported an error (isError).",
@@ -155,16 +163,9 @@ ITEM_SCHEMAS: dict[str, Any] = {
                             },
                         },
                     },
-                    {
-                        "type": "object",
-                        "description": "The MCP server answered with an HTTP error status.",
-                        "required": ["type", "code", "message"],
-                        "properties": {
-                            "type": {"const": "http_error"},
-                            "code": {"type": "integer"},
-                            "message": _STRING,
-                        },
-                    },
+                    _coded_error(
+                        "http_error", "The MCP server answered with an HTTP error status."
+                    ),
                 ],
             },
             "approval_request_id": _NULLABLE,

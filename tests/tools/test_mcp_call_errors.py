@@ -18,31 +18,17 @@ from openai.types.responses.mcp_tool_call_error import (
     McpToolExecutionError,
 )
 
-from accounts.audit import CLI
 from responses_api.catalogue.addresses import backend_policy
 from responses_api.catalogue.mcp_resolve import ResolvedMcpServer
-from responses_api.catalogue.services.mcp_servers import mcp_server_create
 from responses_api.pipeline.mcp_calls import Hosted, Offer, _called
 from responses_api.translate.items import Item
 from responses_api.translate.tool_turns import ListedTool
 from tests.conftest import usage_rows, wait_for
+from tests.tools.test_mcp_loop_hostile import MCP, register
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-MCP = [{"type": "mcp", "server_label": "calc", "require_approval": "never"}]
 ADD = '[[call:calc__add {"a": 2, "b": 3}]]'
-
-
-def register(people, url: str, approval: str = "never"):
-    return mcp_server_create(
-        organisation=people["acme"],
-        actor=CLI,
-        label="calc",
-        server_url=url,
-        transport="streamable_http",
-        require_approval=approval,
-        allow_private=True,
-    )
 
 
 def failed_call(client: OpenAI, prompt: str, **extra):

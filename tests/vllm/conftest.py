@@ -31,7 +31,6 @@ from tests.vllm.launch import (
     MODEL_DIR,
     SERVERS,
     UPSTREAM_MODEL,
-    VLLM_VERSION,  # noqa: F401  (the vLLM modules take it from here)
     Launched,
     announced,
     launch,

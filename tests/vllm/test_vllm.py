@@ -24,7 +24,8 @@ from responses_api.checks.model_check import run_check, table
 from responses_api.models import Backend
 from tests.conftest import server_env, start_daphne, usage_rows, wait_for, wait_rows
 from tests.support import wait_until
-from tests.vllm.conftest import UPSTREAM_MODEL, VLLM_VERSION
+from tests.vllm.conftest import UPSTREAM_MODEL
+from tests.vllm.launch import VLLM_VERSION
 
 pytestmark = [pytest.mark.vllm, pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
